@@ -1,0 +1,37 @@
+"""NVTX ranges that work with or without the `nvtx` package.
+
+`nvtx` (pip) is preferred; `torch.cuda.nvtx` stands in when it is missing,
+and on a machine without CUDA the range does nothing. Each fallback is
+announced once.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+
+_said = False
+
+
+def _say_once(msg: str) -> None:
+    global _said
+    if not _said:
+        print(msg, file=sys.stderr)
+        _said = True
+
+
+@contextlib.contextmanager
+def range(name: str):  # noqa: A001 - mirrors nvtx.annotate / torch.cuda.nvtx.range
+    try:
+        import nvtx as _nvtx
+        with _nvtx.annotate(name):
+            yield
+        return
+    except ImportError:
+        pass
+    import torch
+    if torch.cuda.is_available():
+        _say_once("nvtx package not installed: using torch.cuda.nvtx for ranges")
+        with torch.cuda.nvtx.range(name):
+            yield
+    else:
+        yield

@@ -1,0 +1,119 @@
+"""Measure the device's ceilings once and cache them per device under profiles/peaks/.
+
+copy_gbps        a 1 GiB device-to-device copy, bytes read + bytes written
+h2d_gbps         a 256 MiB pinned host-to-device copy (the link a "transfer" pair is bound by)
+matmul_tflops    8192^3 matrix products in fp32, tf32, bf16 and fp16 on random data
+launch_us        per-call time of a tiny kernel launched back to back
+
+Each is timed with the same timer as the pairs (common.timing), so a pair's
+percentage of a ceiling compares like with like. On a CPU the same names are
+measured with smaller sizes and labelled by the CPU.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import re
+from pathlib import Path
+
+import torch
+
+from common.pair import REPO_ROOT
+from common.timing import time_call
+
+PEAKS_DIR = REPO_ROOT / "profiles" / "peaks"
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def peaks_path(device: torch.device, peaks_dir: Path = PEAKS_DIR) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", device_name(device)).strip("-").lower()
+    return peaks_dir / f"{device.type}-{slug}.json"
+
+
+def _matmul_tflops(device, dtype, n, tf32: bool, budget_s) -> float:
+    g = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, device=device, dtype=dtype, generator=g)
+    b = torch.randn(n, n, device=device, dtype=dtype, generator=g)
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        t = time_call(lambda: torch.mm(a, b), device, budget_s=budget_s)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+    return 2 * n**3 / (t.median_ms * 1e-3) / 1e12
+
+
+def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dict:
+    device = torch.device(device)
+    on_gpu = device.type == "cuda"
+    peaks: dict = {"device": device_name(device), "device_type": device.type, "torch": torch.__version__}
+
+    n_bytes = (1 << 30) if on_gpu else (256 << 20)
+    src = torch.randint(0, 2**31 - 1, (n_bytes // 4,), dtype=torch.int32, device=device)
+    dst = torch.empty_like(src)
+    t = time_call(lambda: dst.copy_(src), device, budget_s=budget_s)
+    peaks["copy_gbps"] = 2 * n_bytes / (t.median_ms * 1e-3) / 1e9
+    log(f"  copy            {peaks['copy_gbps']:8.1f} GB/s (read + write)")
+    del src, dst
+
+    if on_gpu:
+        host = torch.randint(0, 2**31 - 1, (64 << 20,), dtype=torch.int32).pin_memory()
+        dev = torch.empty(host.shape, dtype=host.dtype, device=device)
+        t = time_call(lambda: dev.copy_(host, non_blocking=True), device, budget_s=budget_s)
+        peaks["h2d_gbps"] = host.numel() * 4 / (t.median_ms * 1e-3) / 1e9
+        log(f"  host->device    {peaks['h2d_gbps']:8.1f} GB/s (pinned)")
+        del host, dev
+
+    n = 8192 if on_gpu else 1024
+    rates = {}
+    for prec, dtype, tf32 in (("fp32", torch.float32, False), ("tf32", torch.float32, True),
+                              ("bf16", torch.bfloat16, False), ("fp16", torch.float16, False)):
+        if not on_gpu and prec != "fp32":
+            continue  # a CPU has no such matrix units; fp32 stands in below
+        rates[prec] = _matmul_tflops(device, dtype, n, tf32, budget_s)
+        log(f"  matmul {prec:5s}    {rates[prec]:8.2f} TFLOP/s ({n}^3)")
+    if not on_gpu:
+        rates.update(tf32=rates["fp32"], bf16=rates["fp32"], fp16=rates["fp32"])
+    peaks["matmul_tflops"] = rates
+    peaks["matmul_n"] = n
+
+    x = torch.randn(1, device=device)
+    t = time_call(lambda: x.add_(1.0), device, budget_s=budget_s)
+    peaks["launch_us"] = t.median_ms * 1e3
+    log(f"  launch          {peaks['launch_us']:8.2f} us per tiny op")
+    return peaks
+
+
+def load_or_measure(device: torch.device, refresh: bool = False, peaks_dir: Path = PEAKS_DIR,
+                    log=print) -> dict:
+    """Cached ceilings for this device, measuring them first if there are none (or `refresh`)."""
+    from common.report import atomic_write_json
+
+    path = peaks_path(torch.device(device), peaks_dir)
+    if path.exists() and not refresh:
+        try:
+            cached = json.loads(path.read_text())
+            if cached.get("torch") == torch.__version__:
+                return cached
+        except json.JSONDecodeError:
+            pass  # a damaged cache is measured again
+    log(f"measuring the ceilings of {device_name(torch.device(device))} (cached in {path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path})")
+    peaks = measure_peaks(torch.device(device), log=log)
+    atomic_write_json(path, peaks)
+    return peaks
+
+
+def ceiling_for(bound: str, precision: str, peaks: dict) -> tuple[str, float] | None:
+    """(name, value in the unit the bound is rated in) of the ceiling a bound is measured against."""
+    if bound == "memory":
+        return "copy_gbps", peaks["copy_gbps"]
+    if bound == "transfer":
+        return ("h2d_gbps", peaks["h2d_gbps"]) if "h2d_gbps" in peaks else ("copy_gbps", peaks["copy_gbps"])
+    if bound == "compute":
+        return f"matmul_tflops.{precision}", peaks["matmul_tflops"].get(precision, peaks["matmul_tflops"]["fp32"])
+    return None  # launch-bound work is compared with its roofline floor instead

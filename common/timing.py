@@ -1,0 +1,234 @@
+"""Time one prepared call the way a user's loop sees it.
+
+GPU: warm up until the per-call time settles; choose how many calls one
+sample covers so that event resolution and launch jitter do not dominate;
+bracket each sample with CUDA events on the current stream without syncing
+between samples (the queue stays full, as in a training loop); optionally
+scrub L2 before each sample; repeat until the median's 95% confidence
+interval is under 1% of it or the time budget is spent. Then a host
+wall-clock cross-check: work that escapes the timed stream (a side stream
+nobody joins) finishes after the end event, so the wall clock sees it and
+the events do not. Such a variant is re-timed with a device-wide sync
+around every sample and marked.
+
+CPU: the same loop with time.perf_counter.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from typing import Any, Callable
+
+import torch
+
+SAMPLE_TARGET_S = 1e-3      # a sample shorter than this is a batch of calls
+MAX_CALLS_PER_SAMPLE = 1000
+MEDIAN_CI_TARGET = 0.01     # stop when the median's 95% CI is under 1% of it
+MIN_SAMPLES = 10
+MAX_SAMPLES = 20000
+ESCAPE_RATIO = 1.25         # wall clock over event time beyond which work escaped
+ESCAPE_SLACK_S = 2e-4       # covers the sync itself and the first launch
+
+
+@dataclasses.dataclass
+class Timing:
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    std_ms: float
+    samples: int
+    calls_per_sample: int
+    timer: str                  # "cuda_event", "wall_sync" (after an escape) or "cpu_wall"
+    l2_flush: bool
+    median_ci_pct: float        # width of the median's 95% confidence interval, % of the median
+    warmup_calls: int
+    wall_check: dict | None = None
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def median_ci_rel(sorted_x: list[float]) -> float:
+    """Width of the distribution-free 95% CI of the median (order statistics), relative to it."""
+    n = len(sorted_x)
+    if n < 3:
+        return math.inf
+    half = 1.96 * math.sqrt(n) / 2
+    lo = max(0, math.floor(n / 2 - half) - 1)
+    hi = min(n - 1, math.ceil(n / 2 + half))
+    med = statistics.median(sorted_x)
+    return (sorted_x[hi] - sorted_x[lo]) / med if med > 0 else math.inf
+
+
+def percentile(sorted_x: list[float], q: float) -> float:
+    if len(sorted_x) == 1:
+        return sorted_x[0]
+    pos = q * (len(sorted_x) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_x) - 1)
+    return sorted_x[lo] + (sorted_x[hi] - sorted_x[lo]) * (pos - lo)
+
+
+def summarize(per_call_s: list[float], calls: int, timer: str, flush: bool, warmup: int) -> Timing:
+    xs = sorted(per_call_s)
+    ms = [x * 1e3 for x in xs]
+    return Timing(
+        median_ms=statistics.median(ms), p10_ms=percentile(ms, 0.10), p90_ms=percentile(ms, 0.90),
+        std_ms=statistics.pstdev(ms) if len(ms) > 1 else 0.0, samples=len(ms), calls_per_sample=calls,
+        timer=timer, l2_flush=flush, median_ci_pct=100 * median_ci_rel(xs), warmup_calls=warmup)
+
+
+class _L2Scrubber:
+    """Writes a buffer twice the size of L2 so the next call starts with a cold cache."""
+
+    def __init__(self, device: torch.device):
+        props = torch.cuda.get_device_properties(device)
+        l2 = getattr(props, "L2_cache_size", 0) or 64 * 2**20
+        self.buf = torch.empty(max(2 * l2, 64 * 2**20) // 4, dtype=torch.int32, device=device)
+
+    def __call__(self):
+        self.buf.zero_()
+
+
+def _sync(device: torch.device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _one_call_s(fn: Callable[[], Any], device: torch.device) -> float:
+    _sync(device)
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
+            agree: Callable[[float], float]) -> tuple[float, int]:
+    """Call until three consecutive per-call times agree within 5% (at least 3 calls). Returns (estimate_s, calls)."""
+    times: list[float] = []
+    start = time.perf_counter()
+    while True:
+        times.append(_one_call_s(fn, device))
+        last = times[-3:]
+        settled = len(times) >= 3 and (max(last) - min(last)) <= 0.05 * statistics.median(last)
+        out_of_time = len(times) >= 3 and time.perf_counter() - start > budget_s
+        if agree(0.0 if (settled or out_of_time) else 1.0) == 0.0:
+            break
+    # A batch of calls without syncs tells the per-call cost of tiny calls better than one synced call.
+    est = agree(statistics.median(times[-3:]))
+    if est < SAMPLE_TARGET_S:
+        n = max(1, min(MAX_CALLS_PER_SAMPLE, int(SAMPLE_TARGET_S / max(est, 1e-7))))
+        _sync(device)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        _sync(device)
+        est = agree((time.perf_counter() - t0) / n)
+        times.extend([est] * n)
+    return est, len(times)
+
+
+def _calls_per_sample(est_s: float) -> int:
+    if est_s >= SAMPLE_TARGET_S:
+        return 1
+    return max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(SAMPLE_TARGET_S / max(est_s, 1e-7))))
+
+
+def _enough(per_call: list[float], started: float, budget_s: float, agree) -> bool:
+    if len(per_call) >= MAX_SAMPLES or time.perf_counter() - started > budget_s:
+        done = len(per_call) >= 3
+    else:
+        done = len(per_call) >= MIN_SAMPLES and median_ci_rel(sorted(per_call)) <= MEDIAN_CI_TARGET
+    # Under torchrun every rank must take the same number of samples (collectives inside the call).
+    return agree(0.0 if done else 1.0) == 0.0
+
+
+def _round_size(est_sample_s: float) -> int:
+    # Sync (and check the stopping rule) about every 50 ms of work.
+    return max(5, min(200, int(0.05 / max(est_sample_s, 1e-6))))
+
+
+def _sample_events(fn, device, calls, flush, budget_s, est_s, agree) -> list[float]:
+    per_call: list[float] = []
+    started = time.perf_counter()
+    rnd = _round_size(est_s * calls)
+    while not _enough(per_call, started, budget_s, agree):
+        pending = []
+        for _ in range(rnd):
+            if flush:
+                flush()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(calls):
+                fn()
+            e.record()
+            pending.append((s, e))
+        torch.cuda.synchronize(device)
+        per_call.extend(s.elapsed_time(e) * 1e-3 / calls for s, e in pending)
+    return per_call
+
+
+def _sample_wall(fn, device, calls, flush, budget_s, agree) -> list[float]:
+    """Host clock with a device-wide sync around each sample: slow, but nothing can escape it."""
+    per_call: list[float] = []
+    started = time.perf_counter()
+    while not _enough(per_call, started, budget_s, agree):
+        if flush:
+            flush()
+        _sync(device)
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        _sync(device)
+        per_call.append((time.perf_counter() - t0) / calls)
+    return per_call
+
+
+def wall_cross_check(fn, device, est_s: float) -> dict:
+    """Run ~20 ms of calls between two events and two device-wide syncs; compare the clocks."""
+    n = max(3, min(5000, int(0.02 / max(est_s, 1e-7))))
+    torch.cuda.synchronize(device)
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    s.record()
+    for _ in range(n):
+        fn()
+    e.record()
+    torch.cuda.synchronize(device)
+    wall = time.perf_counter() - t0
+    event = s.elapsed_time(e) * 1e-3
+    escaped = wall > ESCAPE_RATIO * event + ESCAPE_SLACK_S
+    return {"calls": n, "event_ms_per_call": 1e3 * event / n, "wall_ms_per_call": 1e3 * wall / n,
+            "escaped": escaped}
+
+
+def _alone(x: float) -> float:
+    return x
+
+
+def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool = False,
+              budget_s: float = 2.0, agree: Callable[[float], float] = _alone) -> Timing:
+    """Median per-call time of `fn` on `device` (see the module docstring for the method).
+
+    `agree` reduces a number across processes (max); the default is a single process.
+    """
+    device = torch.device(device)
+    est, warm = warm_up(fn, device, min(1.0, budget_s / 2), agree)
+    calls = _calls_per_sample(est)
+    if device.type != "cuda":
+        per_call = _sample_wall(fn, device, calls, None, budget_s, agree)
+        return summarize(per_call, calls, "cpu_wall", False, warm)
+    flush = _L2Scrubber(device) if flush_l2 else None
+    per_call = _sample_events(fn, device, calls, flush, budget_s, est, agree)
+    check = wall_cross_check(fn, device, agree(statistics.median(per_call)))
+    check["escaped"] = bool(agree(float(check["escaped"])))
+    if check["escaped"]:
+        per_call = _sample_wall(fn, device, calls, flush, budget_s, agree)
+        timing = summarize(per_call, calls, "wall_sync", flush is not None, warm)
+    else:
+        timing = summarize(per_call, calls, "cuda_event", flush is not None, warm)
+    timing.wall_check = check
+    return timing
