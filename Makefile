@@ -1,0 +1,39 @@
+# make bench   set up .venv on first use, then run every chapter's pairs (ARGS="--chapter 1 --quick" narrows it)
+# make test    set up .venv on first use, then run the test suite (what CI runs)
+# make peaks   measure and cache this device's ceilings
+# make cu      build every chapter's CUDA samples
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+ARGS   ?=
+
+.PHONY: bench test peaks cu cuda-headers clean help
+help:
+	@sed -n '1,4p' Makefile
+
+bench: $(VENV)/.ready
+	$(PY) benchmark.py $(ARGS)
+
+test: $(VENV)/.ready cuda-headers
+	$(PY) -m pytest -q tests $(ARGS)
+
+peaks: $(VENV)/.ready
+	$(PY) benchmark.py --peaks
+
+cu:
+	@for d in ch*/; do [ -f $$d/Makefile ] && $(MAKE) -C $$d || true; done
+
+$(VENV)/.ready: requirements.txt scripts/setup_env.sh
+	PYTHON=$(PYTHON) VENV=$(VENV) scripts/setup_env.sh
+
+# cuBLAS and NVSHMEM headers for compiling the .cu samples where the CUDA toolkit lacks them
+# (only when nvcc is present; the tests compile every .cu file).
+cuda-headers: $(VENV)/.ready
+	@if command -v nvcc >/dev/null && ! $(PY) scripts/cuda_paths.py cublas >/dev/null 2>&1 || \
+	    command -v nvcc >/dev/null && ! $(PY) scripts/cuda_paths.py nvshmem >/dev/null 2>&1; then \
+	  echo "installing cuBLAS and NVSHMEM headers (nvidia-cublas, nvidia-nvshmem-cu13) for the .cu compile check"; \
+	  $(PY) -m pip install -q nvidia-cublas nvidia-nvshmem-cu13; fi
+
+clean:
+	@for d in ch*/; do [ -f $$d/Makefile ] && $(MAKE) -C $$d clean || true; done
+	rm -rf build .pytest_cache

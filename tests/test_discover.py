@@ -1,0 +1,52 @@
+import pytest
+
+from common.discover import UnknownSelection, chapter_dirs, load_pair, pair_files, select
+from common.pair import ContractError
+from conftest import FIXTURES, ROOT
+
+
+def test_chapters_and_pairs_are_found_by_file_name():
+    assert {1, 4, 11, 13, 16} <= set(chapter_dirs(ROOT))
+    pairs = pair_files(ROOT / "ch1")
+    assert "batched_gemm" in pairs
+    base, opts = pairs["batched_gemm"]
+    assert base.name == "baseline_batched_gemm.py" and opts
+
+
+def test_optimized_files_go_to_the_longest_matching_baseline(tmp_path):
+    ch = tmp_path / "ch7"
+    ch.mkdir()
+    for f in ("baseline_gemm.py", "baseline_gemm_batched.py", "optimized_gemm.py",
+              "optimized_gemm_tf32.py", "optimized_gemm_batched.py", "optimized_gemm_batched_strided.py"):
+        (ch / f).write_text("")
+    pairs = pair_files(ch)
+    assert [p.name for p in pairs["gemm"][1]] == ["optimized_gemm.py", "optimized_gemm_tf32.py"]
+    assert [p.name for p in pairs["gemm_batched"][1]] == ["optimized_gemm_batched.py",
+                                                           "optimized_gemm_batched_strided.py"]
+
+
+def test_unknown_chapter_and_pair_name_the_valid_choices():
+    with pytest.raises(UnknownSelection, match="valid chapters: .*1"):
+        select([99])
+    with pytest.raises(UnknownSelection, match="valid pairs: .*batched_gemm"):
+        select([1], ["no_such_pair"])
+    assert select(None, ["ch1/batched_gemm"])[0][1] == "batched_gemm"
+
+
+def test_the_contract_is_checked(tmp_path):
+    ch = tmp_path / "ch8"
+    ch.mkdir()
+    (ch / "baseline_bad.py").write_text("BOUND = 'fast'\ndef workload(seed, device, quick): pass\n"
+                                        "def prepare(w): pass\n")
+    (ch / "optimized_bad.py").write_text("def prepare(w): pass\n")
+    with pytest.raises(ContractError, match="BOUND"):
+        load_pair(8, "bad", ch / "baseline_bad.py", [ch / "optimized_bad.py"])
+    (ch / "baseline_bad2.py").write_text("BOUND = 'memory'\ndef prepare(w): pass\n")
+    with pytest.raises(ContractError, match="workload"):
+        load_pair(8, "bad2", ch / "baseline_bad2.py", [ch / "optimized_bad.py"])
+
+
+def test_fixture_pairs_load():
+    pair = load_pair(90, "scale", FIXTURES / "ch90" / "baseline_scale.py",
+                     sorted((FIXTURES / "ch90").glob("optimized_scale*.py")))
+    assert pair.bound == "memory" and len(pair.variants) == 7

@@ -1,0 +1,69 @@
+import json
+import subprocess
+import sys
+import textwrap
+import time
+
+from common.report import atomic_write_json, compare_runs, validate_results
+from conftest import ROOT
+
+
+def doc(median=1.0, verified=True):
+    v = {"name": "optimized_x", "median_ms": median, "speedup": 2.0 / median if verified else None,
+         "verified": verified, "pct_of_ceiling": 50.0}
+    return {"schema_version": 1, "device": {"name": "GPU"}, "torch": "2", "cuda": None, "driver": None,
+            "git_commit": "abc", "created": "2026-01-01T00:00:00+00:00",
+            "pairs": [{"chapter": 1, "name": "x", "bound": "memory", "status": "ok",
+                       "baseline": {"name": "baseline", "median_ms": 2.0, "speedup": 1.0, "verified": True,
+                                    "pct_of_ceiling": 25.0}, "variants": [v]}]}
+
+
+def test_schema_accepts_a_good_document_and_names_what_is_missing():
+    assert validate_results(doc()) == []
+    d = doc()
+    del d["pairs"][0]["variants"][0]["verified"]
+    del d["git_commit"]
+    errs = validate_results(d)
+    assert any("git_commit" in e for e in errs) and any("verified" in e for e in errs)
+
+
+def test_schema_refuses_a_speedup_on_a_failed_variant():
+    d = doc()
+    d["pairs"][0]["variants"][0]["verified"] = False
+    assert any("speedup" in e for e in validate_results(d))
+
+
+def test_compare_flags_regressions_and_new_failures():
+    text, n = compare_runs(doc(1.0), doc(1.5))
+    assert n == 1 and "REGRESSION" in text
+    text, n = compare_runs(doc(1.0), doc(0.5))
+    assert n == 0 and "faster" in text
+    _, n = compare_runs(doc(1.0), doc(1.0, verified=False))
+    assert n == 1
+
+
+def test_results_survive_a_kill_mid_write(tmp_path):
+    target = tmp_path / "results.json"
+    atomic_write_json(target, {"run": "old"})
+    # A writer that streams slowly; killed while streaming, it must leave the old file intact.
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from common.report import atomic_write
+        def chunks():
+            yield '{{"run": "new", "data": ['
+            while True:
+                print("writing", flush=True)
+                yield '1,' * 1000
+                time.sleep(0.01)
+        atomic_write({str(target)!r}, chunks())
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "writing"
+    time.sleep(0.2)
+    proc.kill()
+    proc.wait()
+    assert json.loads(target.read_text()) == {"run": "old"}
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name != "results.json"]
+    # the temporary file may remain after SIGKILL, but it is hidden and never mistaken for results.json
+    assert all(n.startswith(".results.json.") for n in leftovers)

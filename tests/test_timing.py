@@ -1,0 +1,33 @@
+import math
+
+import torch
+
+from common.timing import median_ci_rel, percentile, time_call
+
+
+def test_percentile_interpolates():
+    xs = [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert percentile(xs, 0.5) == 3.0
+    assert percentile(xs, 0.1) == 1.4
+    assert percentile(xs, 0.9) == 4.6
+
+
+def test_median_ci_shrinks_with_agreeing_samples():
+    assert median_ci_rel([1.0, 2.0]) == math.inf
+    tight = sorted([1.0 + 1e-4 * i for i in range(200)])
+    loose = sorted([1.0 + 0.1 * (i % 10) for i in range(200)])
+    assert median_ci_rel(tight) < 0.01 < median_ci_rel(loose)
+
+
+def test_cpu_timing_reports_every_statistic():
+    x = torch.randn(256, 256)
+    t = time_call(lambda: x @ x, torch.device("cpu"), budget_s=0.3)
+    assert t.timer == "cpu_wall" and t.samples >= 3 and t.warmup_calls >= 3
+    assert 0 < t.p10_ms <= t.median_ms <= t.p90_ms
+    assert t.std_ms >= 0 and t.calls_per_sample >= 1
+
+
+def test_tiny_calls_are_batched():
+    x = torch.randn(4)
+    t = time_call(lambda: x.add(1), torch.device("cpu"), budget_s=0.2)
+    assert t.calls_per_sample > 1  # a microsecond call is timed over a batch
