@@ -64,7 +64,7 @@ class Workload:
     items: float = 0.0
     item_name: str = "items"
     launches: int = 0
-    precision: str = "fp32"
+    precision: str = ""   # the arithmetic's precision when the output dtype does not say it (e.g. "tf32")
     note: str = ""
 
 

@@ -22,6 +22,7 @@ from common.pair import REPO_ROOT
 from common.timing import time_call
 
 PEAKS_DIR = REPO_ROOT / "profiles" / "peaks"
+PEAKS_VERSION = 2  # bump when the method changes: older caches are measured again
 
 
 def device_name(device: torch.device) -> str:
@@ -51,7 +52,8 @@ def _matmul_tflops(device, dtype, n, tf32: bool, budget_s) -> float:
 def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dict:
     device = torch.device(device)
     on_gpu = device.type == "cuda"
-    peaks: dict = {"device": device_name(device), "device_type": device.type, "torch": torch.__version__}
+    peaks: dict = {"device": device_name(device), "device_type": device.type, "torch": torch.__version__,
+                   "version": PEAKS_VERSION}
 
     n_bytes = (1 << 30) if on_gpu else (256 << 20)
     src = torch.randint(0, 2**31 - 1, (n_bytes // 4,), dtype=torch.int32, device=device)
@@ -98,7 +100,7 @@ def load_or_measure(device: torch.device, refresh: bool = False, peaks_dir: Path
     if path.exists() and not refresh:
         try:
             cached = json.loads(path.read_text())
-            if cached.get("torch") == torch.__version__:
+            if cached.get("torch") == torch.__version__ and cached.get("version") == PEAKS_VERSION:
                 return cached
         except json.JSONDecodeError:
             pass  # a damaged cache is measured again

@@ -108,6 +108,9 @@ def summary_markdown(doc: dict) -> str:
             lines.append(f"| {key} | {p['bound']} | **FAILED**: {p.get('error', '')} | | | | | | | |")
             continue
         for v in [p["baseline"]] + p["variants"]:
+            if v.get("skipped"):
+                lines.append(f"| {key} | {p['bound']} | {v['name']} | skipped: {v['skipped']} | | | | | | |")
+                continue
             if v.get("error"):
                 lines.append(f"| {key} | {p['bound']} | {v['name']} | **FAILED**: {v['error']} | | | | | | |")
                 continue
@@ -137,7 +140,8 @@ def plot_speedups(doc: dict, path: Path) -> None:
     for p in doc["pairs"]:
         for v in p.get("variants", []):
             label = f"ch{p['chapter']}/{p['name']}: {v['name'].replace('optimized_' + p['name'], 'opt').strip('_')}"
-            rows.append((label, v.get("speedup"), bool(v.get("verified"))))
+            if not v.get("skipped"):
+                rows.append((label, v.get("speedup"), bool(v.get("verified"))))
     fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 1.5))
     ys = range(len(rows))
     vals = [r[1] if r[1] else 0 for r in rows]

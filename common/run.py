@@ -199,13 +199,15 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
         entry = {"name": v.name, "file": str(v.path.name), "summary": v.summary, "median_ms": None,
                  "speedup": None, "verified": False, "pct_of_ceiling": None, "error": None}
         if verdict is None:
-            entry.update(error=f"skipped: needs {' or '.join(v.devices).upper()}")
+            entry.update(skipped=f"needs {' or '.join(v.devices).upper()}")
         elif isinstance(verdict, Exception):
             entry.update(error=f"{type(verdict).__name__}: {verdict}")
             result["status"] = "failed"
+            result["error"] = result["error"] or f"{v.name} crashed: {entry['error']}"
         elif not verdict.ok:
             entry.update(verification=verdict.as_dict())
             result["status"] = "failed"
+            result["error"] = result["error"] or f"{v.name} failed verification: {verdict.message}"
             log(f"  {v.name}: FAILED verification: {verdict.message}")
         else:
             try:
@@ -217,6 +219,7 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
             except Exception as e:
                 entry.update(error=f"{type(e).__name__}: {e}")
                 result["status"] = "failed"
+                result["error"] = result["error"] or f"{v.name} crashed while timed: {entry['error']}"
         _free(device)
         result["variants"].append(entry)
     return result

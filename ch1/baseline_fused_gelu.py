@@ -1,0 +1,44 @@
+"""A linear layer with bias and GELU as three separate operations (bf16).
+
+Workload: 16384 tokens x 4096 -> 4096, y = gelu(x @ W + b) with the tanh
+GELU. The matmul writes y to memory; the bias add reads and writes it
+again; GELU reads and writes it a third time: 4 extra passes over a
+128 MiB activation that a fused epilogue never makes.
+
+Bound: compute. Napkin math: 550 GFLOP ≈ 0.75 ms at ~730 TFLOP/s; the
+two extra elementwise kernels move 512 MiB ≈ 0.18 ms at ~3 TB/s.
+"""
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import torch
+import torch.nn.functional as F
+
+from common import Workload
+
+BOUND = "compute"
+
+
+def workload(seed: int, device, quick: bool = False) -> Workload:
+    on_gpu = torch.device(device).type == "cuda"
+    tokens, d_in, d_out = (16384, 4096, 4096) if on_gpu and not quick else (512, 512, 512)
+    dtype = torch.bfloat16 if on_gpu else torch.float32  # a CPU's bf16 matmul is a slow fallback
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(tokens, d_in, device=device, generator=g).to(dtype)
+    w = (torch.randn(d_in, d_out, device=device, generator=g) / d_in**0.5).to(dtype)
+    b = torch.randn(d_out, device=device, generator=g).to(dtype)
+    return Workload(inputs={"x": x, "w": w, "b": b}, flops=2.0 * tokens * d_in * d_out,
+                    bytes_moved=x.element_size() * (x.numel() + w.numel() + b.numel() + tokens * d_out))
+
+
+def prepare(wl: Workload):
+    x, w, b = wl.inputs["x"], wl.inputs["w"], wl.inputs["b"]
+
+    def layer():
+        y = x @ w
+        y = y + b
+        return F.gelu(y, approximate="tanh")
+    return layer
+
+
+if __name__ == "__main__":
+    from common import run_pair_file
+    run_pair_file(__file__)
