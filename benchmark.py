@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -72,6 +73,8 @@ def fail(msg: str) -> int:
 
 
 def git_commit() -> str:
+    if os.environ.get("GIT_COMMIT"):  # a copy of the tree without .git (a remote GPU machine) passes it in
+        return os.environ["GIT_COMMIT"]
     try:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                              timeout=10).stdout.strip()
