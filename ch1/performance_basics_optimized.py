@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
-from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, TensorDataset  # noqa: E402
 
 from ch1.performance_basics import (CLASSES, IN, capture_step, flops_per_step, make_model, original_loop,  # noqa: E402
                                     report, useful_step_seconds)
@@ -52,7 +52,10 @@ def sync(device):
 def pinned_loop(steps: int, batch: int, device: torch.device) -> float:
     """Test 2: pinned DataLoader batches, non_blocking copies into preallocated device buffers."""
     pin = device.type == "cuda"
-    loader = DataLoader(host_dataset((steps + WARMUP) * batch), batch_size=batch, pin_memory=pin, drop_last=True)
+    data = host_dataset((steps + WARMUP) * batch)
+    # Batch-level indexing: one gather per batch instead of `batch` __getitem__ calls and a collate.
+    batches = BatchSampler(SequentialSampler(data), batch_size=batch, drop_last=True)
+    loader = DataLoader(data, sampler=batches, batch_size=None, pin_memory=pin)
     model = make_model(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
     loss_fn = nn.CrossEntropyLoss()
