@@ -5,21 +5,19 @@ h2d_gbps         a 256 MiB pinned host-to-device copy (the link a "transfer" pai
 matmul_tflops    8192^3 matrix products in fp32, tf32, bf16 and fp16 on random data
 launch_us        per-call time of a tiny kernel launched back to back
 
-A ceiling is the best rate the device reaches, so copy and matmul are timed
-as the fastest of several short bursts (CUDA events around each call, median
-per burst). Under minutes of sustained load an H100 lowers its clocks to
-stay in its power budget and a large bf16 GEMM runs ~10% slower; a pair
-timed while the GPU is throttled therefore shows under 100% of the ceiling,
-which is the honest reading. On a CPU the same names are measured with
-smaller sizes and labelled by the CPU.
+Each is timed exactly as the pairs are (common.timing.time_call): after a
+warm-up under sustained load, so a ceiling is the rate the device sustains
+back to back, and a pair's percentage of it compares like with like. (A
+cool GPU runs a few short bursts faster: an H100 does an 8192^3 bf16 GEMM
+in ~1.40 ms from idle and ~1.6 ms under sustained load; ncu, which runs each
+kernel alone on an idle GPU, reads the former.) On a CPU the same names are
+measured with smaller sizes and labelled by the CPU.
 """
 from __future__ import annotations
 
 import json
 import platform
 import re
-import statistics
-import time
 from pathlib import Path
 
 import torch
@@ -28,7 +26,7 @@ from common.pair import REPO_ROOT
 from common.timing import time_call
 
 PEAKS_DIR = REPO_ROOT / "profiles" / "peaks"
-PEAKS_VERSION = 3  # bump when the method changes: older caches are measured again
+PEAKS_VERSION = 4  # bump when the method changes: older caches are measured again
 
 
 def device_name(device: torch.device) -> str:
@@ -42,24 +40,8 @@ def peaks_path(device: torch.device, peaks_dir: Path = PEAKS_DIR) -> Path:
     return peaks_dir / f"{device.type}-{slug}.json"
 
 
-def best_burst_ms(fn, device, bursts: int = 7, calls: int = 10) -> float:
-    """Fastest per-burst median of `calls` event-timed calls, after a warm-up (see the module docstring)."""
-    if device.type != "cuda":
-        return time_call(fn, device, budget_s=1.0).median_ms
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize(device)
-    best = float("inf")
-    for _ in range(bursts):
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
-        for s, e in events:
-            s.record()
-            fn()
-            e.record()
-        torch.cuda.synchronize(device)
-        best = min(best, statistics.median(s.elapsed_time(e) for s, e in events))
-        time.sleep(0.05)
-    return best
+def sustained_ms(fn, device, budget_s: float) -> float:
+    return time_call(fn, device, budget_s=budget_s).median_ms
 
 
 def _matmul_tflops(device, dtype, n, tf32: bool, budget_s) -> float:
@@ -69,7 +51,7 @@ def _matmul_tflops(device, dtype, n, tf32: bool, budget_s) -> float:
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = tf32
     try:
-        ms = best_burst_ms(lambda: torch.mm(a, b), device)
+        ms = sustained_ms(lambda: torch.mm(a, b), device, budget_s)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
     return 2 * n**3 / (ms * 1e-3) / 1e12
@@ -84,14 +66,14 @@ def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dic
     n_bytes = (1 << 30) if on_gpu else (256 << 20)
     src = torch.randint(0, 2**31 - 1, (n_bytes // 4,), dtype=torch.int32, device=device)
     dst = torch.empty_like(src)
-    peaks["copy_gbps"] = 2 * n_bytes / (best_burst_ms(lambda: dst.copy_(src), device) * 1e-3) / 1e9
+    peaks["copy_gbps"] = 2 * n_bytes / (sustained_ms(lambda: dst.copy_(src), device, budget_s) * 1e-3) / 1e9
     log(f"  copy            {peaks['copy_gbps']:8.1f} GB/s (read + write)")
     del src, dst
 
     if on_gpu:
         host = torch.randint(0, 2**31 - 1, (64 << 20,), dtype=torch.int32).pin_memory()
         dev = torch.empty(host.shape, dtype=host.dtype, device=device)
-        ms = best_burst_ms(lambda: dev.copy_(host, non_blocking=True), device)
+        ms = sustained_ms(lambda: dev.copy_(host, non_blocking=True), device, budget_s)
         peaks["h2d_gbps"] = host.numel() * 4 / (ms * 1e-3) / 1e9
         log(f"  host->device    {peaks['h2d_gbps']:8.1f} GB/s (pinned)")
         del host, dev

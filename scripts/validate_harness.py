@@ -75,7 +75,8 @@ def check_do_bench(ts) -> list[dict]:
     for name in ("add_64M_fp32 (memory-bound)", "matmul_8192_bf16 (compute-bound)"):
         fn, flush = ts[name]
         ours = time_call(fn, DEV, flush_l2=flush, budget_s=3.0).median_ms
-        theirs = triton.testing.do_bench(fn, return_mode="median")  # its defaults: 25 ms warm-up, 100 ms of reps
+        # Both in the GPU's sustained state: do_bench's warm-up and repetitions are in ms.
+        theirs = triton.testing.do_bench(fn, warmup=500, rep=1000, return_mode="median")
         rows.append({"call": name, "harness_ms": ours, "do_bench_ms": theirs,
                      "diff_pct": 100 * (ours - theirs) / theirs, "target_pct": 3.0,
                      "pass": abs(ours - theirs) / theirs <= 0.03})
@@ -96,20 +97,21 @@ def check_launch(ts) -> list[dict]:
 
 def check_peaks() -> dict:
     peaks = measure_peaks(DEV, log=lambda m: print(m, file=sys.stderr))
-    # By hand: the same operations, mean of 10 timed calls after 3 warm-ups, one event pair each.
-    def by_hand(fn, reps=10):
+    # By hand: 3 warm-up calls, then 50 back-to-back calls between one pair of events; median of 3 such runs.
+    def by_hand(fn, calls=50, runs=3):
         for _ in range(3):
             fn()
         torch.cuda.synchronize()
         ms = []
-        for _ in range(reps):
+        for _ in range(runs):
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
-            fn()
+            for _ in range(calls):
+                fn()
             e.record()
             e.synchronize()
-            ms.append(s.elapsed_time(e))
-        return statistics.mean(ms)
+            ms.append(s.elapsed_time(e) / calls)
+        return statistics.median(ms)
 
     src = torch.randint(0, 2**31 - 1, ((1 << 30) // 4,), dtype=torch.int32, device=DEV)
     dst = torch.empty_like(src)
