@@ -48,6 +48,7 @@ class Timing:
     median_ci_pct: float        # width of the median's 95% confidence interval, % of the median
     warmup_calls: int
     wall_check: dict | None = None
+    gpu_state: dict | None = None   # SM clock, power and temperature read right after the samples
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -214,6 +215,28 @@ def wall_cross_check(fn, device, est_s: float) -> dict:
             "escaped": escaped}
 
 
+def gpu_state(device: torch.device) -> dict | None:
+    """SM clock (MHz), power (W) and temperature (C) from NVML, or None where NVML is not installed.
+
+    Read right after timing, it shows the state the numbers were taken in: under sustained
+    load an H100 runs below its 1980 MHz boost clock to stay within its power limit.
+    """
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        return {"sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+                "temp_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)}
+    except Exception:  # NVML present but not usable here (container, MIG): no state, no failure
+        return None
+
+
 def _alone(x: float) -> float:
     return x
 
@@ -232,6 +255,7 @@ def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool = F
         return summarize(per_call, calls, "cpu_wall", False, warm)
     flush = _L2Scrubber(device) if flush_l2 else None
     per_call = _sample_events(fn, device, calls, flush, budget_s, est, agree)
+    state = gpu_state(device)
     check = wall_cross_check(fn, device, agree(statistics.median(per_call)))
     check["escaped"] = bool(agree(float(check["escaped"])))
     if check["escaped"]:
@@ -240,4 +264,5 @@ def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool = F
     else:
         timing = summarize(per_call, calls, "cuda_event", flush is not None, warm)
     timing.wall_check = check
+    timing.gpu_state = state
     return timing
