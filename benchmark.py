@@ -191,7 +191,7 @@ def main(argv=None) -> int:
         print(f"[{i}/{len(selection)}] ch{c}/{name} ({bound}-bound, {1 + len(opts)} variants)", file=sys.stderr)
         r = run_in_subprocess(c, name, bound, base, opts, device=device.type, peaks=peaks_path(device),
                               quick=args.quick, budget=budget, timeout_s=args.timeout, nproc=nproc,
-                              profile=args.profile, outdir=outdir)
+                              profile=args.profile, outdir=None if args.no_report else outdir)
         if r["status"] == "failed":
             print(f"    FAILED: {r.get('error') or 'a variant failed; see the report'}", file=sys.stderr)
         results.append(r)

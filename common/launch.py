@@ -41,7 +41,9 @@ def worker_command(chapter: int, name: str, baseline: Path, optimized: list[Path
     if quick:
         args.append("--quick")
     if profile:
-        args += ["--profile", profile, "--outdir", str(outdir)]
+        args += ["--profile", profile]
+    if outdir:
+        args += ["--outdir", str(outdir)]
     if nproc > 1:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                "-m", "common.run", *args]

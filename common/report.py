@@ -121,6 +121,24 @@ def summary_markdown(doc: dict) -> str:
             lines.append(f"| {key} | {p['bound']} | {name} | {_fmt(v.get('median_ms'), '.4g')} | {spread} | {spd} | "
                          f"{verified} | {_fmt(v.get('tflops'), '.2f')} | {_fmt(v.get('gbps'), '.1f')} | "
                          f"{_fmt(v.get('pct_of_ceiling'), '.1f')} |")
+    overlap = [p for p in doc["pairs"] if p.get("stages") and p.get("baseline")]
+    if overlap:
+        lines += ["", "## Overlap", "",
+                  "Serial = chunks × the sum of one chunk's stages, each timed alone; ideal = the longest stage "
+                  "per chunk plus one chunk to fill and drain the pipeline. A variant's overlap is where its "
+                  "time lands between them (0% serial, 100% ideal).", "",
+                  "| pair | stages per chunk (ms) | serial ms | ideal ms | variant | median ms | overlap | timeline |",
+                  "| --- | --- | ---: | ---: | --- | ---: | ---: | --- |"]
+        for p in overlap:
+            st = p["stages"]
+            stage_text = ", ".join(f"{k} {v:.3f}" for k, v in st["stage_ms"].items()) + f" (× {st['chunks']})"
+            for v in [p["baseline"]] + p["variants"]:
+                if not v.get("median_ms"):
+                    continue
+                tl = f"[png]({v['timeline']})" if v.get("timeline") else "–"
+                lines.append(f"| ch{p['chapter']}/{p['name']} | {stage_text} | {st['serial_ms']:.3f} | "
+                             f"{st['ideal_ms']:.3f} | {v['name']} | {v['median_ms']:.4g} | "
+                             f"{_fmt(v.get('overlap_pct_of_ideal'), '.0f')}% | {tl} |")
     failed = [p for p in doc["pairs"] if p["status"] == "failed"]
     if failed:
         lines += ["", "## Failures", ""] + [f"- ch{p['chapter']}/{p['name']}: {p.get('error', '')}" for p in failed]

@@ -95,6 +95,7 @@ def _profile(fn, label: str, mode: str | None, outdir: Path | None, calls: int =
     """Run a few calls again under the requested profiler, with an NVTX range around them."""
     if not mode:
         return None
+    Path(outdir).mkdir(parents=True, exist_ok=True)
     if mode == "torch":
         from torch.profiler import ProfilerActivity, profile, record_function
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
@@ -118,6 +119,28 @@ def _profile(fn, label: str, mode: str | None, outdir: Path | None, calls: int =
         torch.cuda.synchronize()
         torch.cuda.profiler.stop()
     return None
+
+
+def stage_times(pair: Pair, w: Workload, device: torch.device, agree) -> dict | None:
+    """Per-chunk time of each stage run alone, and the serial and ideal pipelined times they imply.
+
+    serial = chunks x sum(stages); ideal = (chunks - 1) x max(stage) + sum(stages): the longest
+    stage sets the pace once the pipeline is full, plus one chunk to fill and drain it.
+    """
+    stages = getattr(pair.baseline.module, "stages", None)
+    if stages is None:
+        return None
+    chunks, fns = stages(w)
+    ms = {name: time_call(fn, device, budget_s=0.5, agree=agree).median_ms for name, fn in fns.items()}
+    total = sum(ms.values())
+    return {"chunks": chunks, "stage_ms": ms, "serial_ms": chunks * total,
+            "ideal_ms": (chunks - 1) * max(ms.values()) + total}
+
+
+def overlap_pct(median_ms: float, st: dict) -> float | None:
+    """Where a variant lands between serial (0%) and ideal (100%) pipelining."""
+    gap = st["serial_ms"] - st["ideal_ms"]
+    return 100.0 * (st["serial_ms"] - median_ms) / gap if gap > 0 else None
 
 
 def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: float = 2.0,
@@ -175,15 +198,30 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
     _free(device)
 
     # 4-5. timing
+    stages = stage_times(pair, wa, device, agree)
+    if stages:
+        result["stages"] = stages
+        log(f"  stages per chunk (ms): {', '.join(f'{k} {v:.3f}' for k, v in stages['stage_ms'].items())}; "
+            f"serial {stages['serial_ms']:.3f}, ideal {stages['ideal_ms']:.3f}")
+
     def timed(v: Variant, fn, prec: str) -> dict:
         log(f"  timing {v.name} ...")
         t = time_call(fn, device, flush_l2=flush, budget_s=budget_s, agree=agree)
         label = f"{pair.key}/{v.name}"
-        trace = _profile(fn, label, profile, outdir)
+        # Overlap pairs always get a timeline next to the report: a trace and its Gantt chart.
+        mode = profile or ("torch" if stages and outdir and device.type == "cuda" else None)
+        trace = _profile(fn, label, mode, outdir, calls=2 if stages else 5)
         entry = {"name": v.name, "file": str(v.path.name), "precision": prec, **t.as_dict(),
                  **rates(wa, t.median_ms, pair.bound, prec, peaks)}
+        if stages:
+            entry["overlap_pct_of_ideal"] = overlap_pct(t.median_ms, stages)
         if trace:
             entry["trace"] = Path(trace).name
+            if stages:
+                from common.timeline import draw_gantt
+                png = Path(trace).with_name(Path(trace).name.replace(".trace.json", ".timeline.png"))
+                if draw_gantt(Path(trace), png, f"{label}: {t.median_ms:.3f} ms per call (2 calls shown)"):
+                    entry["timeline"] = png.name
         log(f"  {v.name:40s} {t.median_ms:10.4f} ms  (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f}, n={t.samples}"
             f"x{t.calls_per_sample}, {t.timer}{', ESCAPED STREAM' if t.wall_check and t.wall_check['escaped'] else ''})")
         return entry

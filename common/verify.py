@@ -48,7 +48,13 @@ def as_tensors(out: Any) -> list[torch.Tensor]:
 
 
 def snapshot(out: Any) -> list[torch.Tensor]:
-    """Copy an output to the CPU so a later call (static buffers, graphs) cannot overwrite it."""
+    """Copy an output to the CPU so a later call (static buffers, graphs) cannot overwrite it.
+
+    The device-wide sync first lets verification see everything the call started, on any
+    stream; whether the call also *waited* for that work is the timer's wall-clock check.
+    """
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
     return [t.detach().to("cpu", copy=True) for t in as_tensors(out)]
 
 

@@ -1,0 +1,57 @@
+"""Chapter 11 and the harness's multi-stream support, on the CPU (and the escaped-stream check on a GPU)."""
+import json
+
+import pytest
+import torch
+
+from common.run import overlap_pct
+from common.timeline import draw_gantt, gpu_events
+from conftest import FIXTURES
+
+
+def test_overlap_is_placed_between_serial_and_ideal():
+    st = {"serial_ms": 30.0, "ideal_ms": 12.0}
+    assert overlap_pct(30.0, st) == 0.0
+    assert overlap_pct(12.0, st) == 100.0
+    assert overlap_pct(21.0, st) == 50.0
+    assert overlap_pct(5.0, {"serial_ms": 5.0, "ideal_ms": 5.0}) is None
+
+
+def test_gantt_reads_streams_and_copy_directions(tmp_path):
+    trace = {"traceEvents": [
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "ts": 0, "dur": 300, "args": {"stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 300, "dur": 350, "args": {"stream": 7}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pinned)", "ts": 650, "dur": 300, "args": {"stream": 7}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "ts": 310, "dur": 300, "args": {"stream": 9}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 10},
+    ]}
+    (tmp_path / "t.json").write_text(json.dumps(trace))
+    events = gpu_events(trace)
+    assert [e["kind"] for e in events] == ["HtoD", "kernel", "DtoH", "HtoD"]
+    assert {e["stream"] for e in events} == {7, 9}
+    assert draw_gantt(tmp_path / "t.json", tmp_path / "t.png", "test") == 4
+    assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_ch11_pairs_are_listed_and_skipped_without_a_gpu(run_bench, tmp_path):
+    proc = run_bench("--list", "--chapter", "11")
+    assert proc.returncode == 0
+    for name in ("stream_pipeline", "concurrent_gemms", "stream_alloc", "kv_prefetch"):
+        assert name in proc.stdout
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the skip path is not taken")
+    proc = run_bench("--chapter", "11", "--quick", "--output", str(tmp_path))
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert proc.returncode == 0
+    assert all(p["status"] == "skipped" and "CUDA" in p["error"] for p in doc["pairs"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the escaped-stream check needs a GPU")
+def test_escaped_side_stream_is_not_reported_as_a_speedup(run_bench, tmp_path):
+    proc = run_bench("--root", str(FIXTURES), "--chapter", "92", "--output", str(tmp_path))
+    doc = json.loads((tmp_path / "results.json").read_text())
+    (pair,) = doc["pairs"]
+    (v,) = pair["variants"]
+    assert v["wall_check"]["escaped"] is True and v["timer"] == "wall_sync", v
+    assert v["speedup"] < 1.1, v  # the same work, timed end to end: no speedup
+    assert proc.returncode == 0
