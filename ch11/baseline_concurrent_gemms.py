@@ -1,12 +1,14 @@
 """16 independent small GEMMs, one after another on one stream.
 
-Workload: 16 unrelated fp32 products of 256 x 8192 by 8192 x 256 (say, 16
-small models, one request each). Each output is only 256 x 256, a handful
-of tiles, so one GEMM occupies a few of the GPU's 132 SMs while the rest sit
-idle; on one stream the next GEMM cannot start until the previous one ends.
+Workload: 16 unrelated fp32 products of 512 x 512 by 512 x 512 (say, 16
+small models, one request each). Each output is 16 tiles of 128 x 128, so
+one GEMM occupies a few of the GPU's 132 SMs while the rest sit idle, and K
+is too short for cuBLAS to split it across more; on one stream the next GEMM
+cannot start until the previous one ends. (With long K, cuBLAS splits the
+reduction and fills the GPU by itself: ch11/probe_concurrency.py shows it.)
 
 Bound: compute, but underfilled: the GPU's FP32 rate is reachable only if
-several GEMMs run at once. 16 x 1.07 GFLOP = 17 GFLOP.
+several GEMMs run at once. 16 x 0.27 GFLOP = 4.3 GFLOP.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
@@ -15,7 +17,7 @@ from common import Workload
 
 BOUND = "compute"
 DEVICES = ("cuda",)
-GEMMS, M, N, K = 16, 256, 256, 8192
+GEMMS, M, N, K = 16, 512, 512, 512
 
 
 def workload(seed: int, device, quick: bool = False) -> Workload:

@@ -22,7 +22,7 @@
 constexpr int CHUNKS = 16;
 constexpr size_t CHUNK = (size_t)4 << 20;  // 4M floats, 16 MiB per chunk
 constexpr size_t N = CHUNKS * CHUNK;
-constexpr int ITERS = 48;  // arithmetic per element: sized so compute takes about as long as a copy
+constexpr int ITERS = 720;  // arithmetic per element: sized so compute takes about as long as a copy
 
 __host__ __device__ inline float work(float x) {
   float y = x;
@@ -148,8 +148,11 @@ int main() {
     fill_random(tmp, 3);
     std::copy(tmp.begin(), tmp.end(), h_in);
   }
-  std::vector<float> ref(N);
-  for (size_t i = 0; i < N; ++i) ref[i] = work(h_in[i]);
+  // CPU reference on every 61st element (all 64M would take the CPU minutes at this arithmetic);
+  // the multi-stream runs are then compared with the serial run on every element.
+  constexpr size_t STRIDE = 61;
+  std::vector<float> ref_sample, out_sample, serial_out(N);
+  for (size_t i = 0; i < N; i += STRIDE) ref_sample.push_back(work(h_in[i]));
 
   float st[3];
   stage_times(h_in, h_out, d_in, d_out, st);
@@ -164,8 +167,16 @@ int main() {
   for (int n : {1, 2, 3, 4, 8}) {
     std::fill(h_out, h_out + N, std::nanf(""));  // poison: unwritten output fails
     float ms = run_streams(n, h_in, h_out, d_in, d_out);
-    double err = rel_error(h_out, ref.data(), N);
-    bool pass = err < 1e-5;
+    double err;
+    if (n == 1) {
+      out_sample.clear();
+      for (size_t i = 0; i < N; i += STRIDE) out_sample.push_back(h_out[i]);
+      err = rel_error(out_sample.data(), ref_sample.data(), ref_sample.size());  // vs the CPU
+      std::copy(h_out, h_out + N, serial_out.begin());
+    } else {
+      err = rel_error(h_out, serial_out.data(), N);  // every element vs the serial GPU run
+    }
+    bool pass = n == 1 ? err < 1e-5 : err == 0.0;
     ok = ok && pass;
     if (n == 1) serial = ms;
     double overlap = 100.0 * (serial - ms) / (serial - ideal);

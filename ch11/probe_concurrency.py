@@ -11,7 +11,9 @@ import torch  # noqa: E402
 from common.timing import time_call  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
-for m, n, k in ((256, 256, 8192), (512, 512, 4096), (128, 1024, 8192), (384, 384, 4096), (1024, 1024, 1024)):
+SHAPES = ((256, 256, 8192), (512, 512, 4096), (1024, 1024, 1024), (512, 512, 512), (512, 512, 1024),
+          (256, 256, 1024), (768, 768, 768), (384, 384, 384), (256, 256, 256))
+for m, n, k in SHAPES:
     a = torch.randn(16, m, k, device="cuda")
     b = torch.randn(16, k, n, device="cuda")
     out = torch.empty(16, m, n, device="cuda")
