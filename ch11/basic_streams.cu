@@ -22,7 +22,7 @@
 constexpr int CHUNKS = 16;
 constexpr size_t CHUNK = (size_t)4 << 20;  // 4M floats, 16 MiB per chunk
 constexpr size_t N = CHUNKS * CHUNK;
-constexpr int ITERS = 720;  // arithmetic per element: sized so compute takes about as long as a copy
+constexpr int ITERS = 2160;  // arithmetic per element: sized so compute takes about as long as a copy
 
 __host__ __device__ inline float work(float x) {
   float y = x;
@@ -176,7 +176,9 @@ int main() {
     } else {
       err = rel_error(h_out, serial_out.data(), N);  // every element vs the serial GPU run
     }
-    bool pass = n == 1 ? err < 1e-5 : err == 0.0;
+    // vs the CPU: 2160 dependent steps, fused multiply-adds on the GPU but not on the host, so
+    // rounding differs by more than one step's worth; vs the serial run: bit for bit.
+    bool pass = n == 1 ? err < 1e-4 : err == 0.0;
     ok = ok && pass;
     if (n == 1) serial = ms;
     double overlap = 100.0 * (serial - ms) / (serial - ideal);

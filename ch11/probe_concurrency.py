@@ -1,4 +1,7 @@
-"""Which GEMM shapes underfill the GPU? One stream vs 8 streams for a few shapes (a measuring aid).
+"""Do cuBLAS GEMMs gain from streams? One stream vs 8 streams for a few shapes (a measuring aid).
+
+cuBLAS picks tiles and splits K so that even one small GEMM fills much of the GPU, which is
+why the concurrent_gemms pair uses a kernel that cannot split its work (tile_gemm.cu).
 
     python ch11/probe_concurrency.py
 """
