@@ -23,10 +23,10 @@ from pathlib import Path
 import torch
 
 from common.pair import REPO_ROOT
-from common.timing import time_call
+from common.timing import COMPUTE_WARMUP_S, time_call
 
 PEAKS_DIR = REPO_ROOT / "profiles" / "peaks"
-PEAKS_VERSION = 4  # bump when the method changes: older caches are measured again
+PEAKS_VERSION = 5  # bump when the method changes: older caches are measured again
 
 
 def device_name(device: torch.device) -> str:
@@ -40,8 +40,9 @@ def peaks_path(device: torch.device, peaks_dir: Path = PEAKS_DIR) -> Path:
     return peaks_dir / f"{device.type}-{slug}.json"
 
 
-def sustained_ms(fn, device, budget_s: float) -> float:
-    return time_call(fn, device, budget_s=budget_s).median_ms
+def sustained_ms(fn, device, budget_s: float, min_warmup_s: float | None = None) -> float:
+    kw = {"min_warmup_s": min_warmup_s} if min_warmup_s and device.type == "cuda" else {}
+    return time_call(fn, device, budget_s=budget_s, **kw).median_ms
 
 
 def _matmul_tflops(device, dtype, n, tf32: bool, budget_s) -> float:
@@ -51,7 +52,7 @@ def _matmul_tflops(device, dtype, n, tf32: bool, budget_s) -> float:
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = tf32
     try:
-        ms = sustained_ms(lambda: torch.mm(a, b), device, budget_s)
+        ms = sustained_ms(lambda: torch.mm(a, b), device, budget_s, COMPUTE_WARMUP_S)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
     return 2 * n**3 / (ms * 1e-3) / 1e12

@@ -27,7 +27,7 @@ from common import nvtx
 from common.discover import load_pair
 from common.pair import Pair, Variant, Workload
 from common.peaks import ceiling_for
-from common.timing import time_call
+from common.timing import COMPUTE_WARMUP_S, WARMUP_MIN_S, time_call
 from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, check_inputs_random, looser, responds_to_inputs,
                            snapshot, verify_outputs)
 
@@ -153,6 +153,7 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
         return result
     agree = _agree_fn()
     flush = pair.bound == "memory"
+    warmup_s = COMPUTE_WARMUP_S if pair.bound == "compute" and device.type == "cuda" and not quick else WARMUP_MIN_S
 
     # 1-2. workload and baseline on two seeds
     wa, wb = (pair.workload(seed=s, device=device, quick=quick) for s in SEEDS)
@@ -206,7 +207,7 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
 
     def timed(v: Variant, fn, prec: str) -> dict:
         log(f"  timing {v.name} ...")
-        t = time_call(fn, device, flush_l2=flush, budget_s=budget_s, agree=agree)
+        t = time_call(fn, device, flush_l2=flush, budget_s=budget_s, agree=agree, min_warmup_s=warmup_s)
         label = f"{pair.key}/{v.name}"
         # Overlap pairs always get a timeline next to the report: a trace and its Gantt chart.
         mode = profile or ("torch" if stages and outdir and device.type == "cuda" else None)

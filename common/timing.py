@@ -25,6 +25,7 @@ import torch
 
 SAMPLE_TARGET_S = 1e-3      # a sample shorter than this is a batch of calls
 WARMUP_MIN_S = 0.3          # sustained load before any sample is taken (clocks settle)
+COMPUTE_WARMUP_S = 3.0      # compute-bound GPU work heats the chip: its clocks take seconds to settle
 WARMUP_WINDOW_S = 0.025     # warm-up is judged on windows of back-to-back calls this long
 WARMUP_AGREE = 0.01         # three windows in a row within 1% of each other
 MAX_CALLS_PER_SAMPLE = 1000
@@ -110,15 +111,17 @@ def _one_call_s(fn: Callable[[], Any], device: torch.device) -> float:
 
 
 def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
-            agree: Callable[[float], float]) -> tuple[float, int]:
+            agree: Callable[[float], float], min_s: float = WARMUP_MIN_S) -> tuple[float, int]:
     """Load the device back to back until the per-call time settles. Returns (estimate_s, calls made).
 
     Three synced calls first take the one-time costs (kernel selection, allocation,
     compilation). Then windows of ~25 ms of back-to-back calls run until three in a
-    row agree within 1%, after at least WARMUP_MIN_S: a GPU under sustained load
-    lowers its clocks to stay within its power budget within a fraction of a second
-    (an 8192^3 bf16 GEMM on an H100 goes from ~1.40 ms to ~1.6 ms), and every
-    number the harness reports is taken in that steady state.
+    row agree within 1%, after at least `min_s`: a GPU under sustained load lowers
+    its clocks to stay within its power budget, and every number the harness
+    reports is taken in that steady state. Memory- and launch-bound work settles
+    within WARMUP_MIN_S; dense matrix work heats the chip and settles over seconds
+    (an 8192^3 bf16 GEMM on an H100 goes from ~1.40 ms on a cool GPU to ~1.62 ms,
+    its SM clock from 1980 to ~1350-1450 MHz), hence COMPUTE_WARMUP_S for it.
     """
     first = [_one_call_s(fn, device) for _ in range(3)]
     est = agree(statistics.median(first))
@@ -134,7 +137,7 @@ def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
         windows.append((time.perf_counter() - t0) / per_window)
         elapsed = time.perf_counter() - start
         last = windows[-3:]
-        settled = (len(windows) >= 3 and elapsed >= WARMUP_MIN_S
+        settled = (len(windows) >= 3 and elapsed >= min_s
                    and max(last) - min(last) <= WARMUP_AGREE * statistics.median(last))
         if agree(0.0 if (settled or elapsed > budget_s) else 1.0) == 0.0:
             break
@@ -242,13 +245,14 @@ def _alone(x: float) -> float:
 
 
 def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool = False,
-              budget_s: float = 2.0, agree: Callable[[float], float] = _alone) -> Timing:
+              budget_s: float = 2.0, agree: Callable[[float], float] = _alone,
+              min_warmup_s: float = WARMUP_MIN_S) -> Timing:
     """Median per-call time of `fn` on `device` (see the module docstring for the method).
 
     `agree` reduces a number across processes (max); the default is a single process.
     """
     device = torch.device(device)
-    est, warm = warm_up(fn, device, max(WARMUP_MIN_S, min(2.0, budget_s)), agree)
+    est, warm = warm_up(fn, device, max(min_warmup_s, min(2.0, budget_s)), agree, min_warmup_s)
     calls = _calls_per_sample(est)
     if device.type != "cuda":
         per_call = _sample_wall(fn, device, calls, None, budget_s, agree)
