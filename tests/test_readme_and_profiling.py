@@ -1,0 +1,40 @@
+"""The README's pair example runs as printed, and the profiling wrappers work without nsys."""
+import json
+import re
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def test_readme_pair_example_runs_through_the_harness(run_bench, tmp_path):
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Write your own pair"):text.index("## What a run writes")]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2
+    chapter = tmp_path / "ch77"
+    chapter.mkdir()
+    for code in blocks:
+        name = code.splitlines()[0].split("/")[-1].strip()
+        (chapter / name).write_text(code)
+    out = tmp_path / "out"
+    proc = run_bench("--root", str(tmp_path), "--chapter", "77", "--quick", "--device", "cpu", "--output", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (pair,) = json.loads((out / "results.json").read_text())["pairs"]
+    assert pair["name"] == "scale_add" and pair["variants"][0]["verified"]
+
+
+def test_torch_trace_wrapper_writes_a_trace(tmp_path):
+    script = tmp_path / "work.py"
+    script.write_text("import torch\nx = torch.randn(64, 64)\nprint((x @ x).sum().item() != 0)\n")
+    out = tmp_path / "trace.json"
+    proc = subprocess.run([sys.executable, "-m", "common.profiling.torch_trace", str(out), str(script)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "traceEvents" in json.loads(out.read_text())
+
+
+def test_profile_cuda_refuses_a_missing_binary():
+    proc = subprocess.run(["bash", str(ROOT / "common/profiling/profile_cuda.sh"), "/no/such/binary", "x"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("error:")
