@@ -168,6 +168,14 @@ def main(argv=None) -> int:
         print(json.dumps(peaks, indent=2))
         return 0
 
+    if args.pair:  # a pair asked for by name that cannot run here is bad input, not a skip
+        from common.discover import load_pair
+        for c, name, base, opts in selection:
+            devices = load_pair(c, name, base, opts).devices
+            if device.type not in devices:
+                return fail(f"ch{c}/{name} needs a CUDA GPU and none is visible to PyTorch"
+                            if devices == ("cuda",) else f"ch{c}/{name} cannot run on {device.type}")
+
     budget = args.budget or (0.3 if args.quick else 2.0)
     stamp = dt.datetime.now(dt.timezone.utc)
     slug = re.sub(r"[^a-z0-9]+", "-", peaks["device"].lower()).strip("-")

@@ -91,3 +91,10 @@ def test_a_real_pair_runs_on_the_cpu_and_prints_its_comparison(run_bench):
     proc = run_bench("--pair", "ch1/batched_gemm", "--quick", "--no-report")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "optimized_batched_gemm" in proc.stdout and "| yes |" in proc.stdout
+
+
+def test_a_gpu_only_pair_asked_for_on_a_cpu_is_one_line_and_exit_2(run_bench):
+    proc = run_bench("--pair", "ch1/pinned_memory", "--device", "cpu")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "needs a CUDA GPU" in lines[0], proc.stderr

@@ -71,3 +71,11 @@ def test_every_ch1_file_runs_as_a_script():
                           capture_output=True, text=True, timeout=300, cwd="/")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "optimized_batched_gemm" in proc.stdout
+
+
+def test_compare_profile_writes_a_trace_per_variant(tmp_path):
+    from ch1.compare import profile
+    rc = profile("torch", ["--quick", "--pair", "batched_gemm", "--device", "cpu", "--output", str(tmp_path)])
+    assert rc == 0
+    traces = sorted(p.name for p in tmp_path.glob("*.trace.json"))
+    assert traces == ["ch1__batched_gemm__baseline.trace.json", "ch1__batched_gemm__optimized_batched_gemm.trace.json"]
