@@ -44,26 +44,31 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run chapter N (repeatable), e.g. --chapter 1; default: every chapter")
     ap.add_argument("--pair", action="append", metavar="NAME",
                     help="run one pair, by name or chN/name (repeatable), e.g. --pair batched_gemm")
-    ap.add_argument("--list", action="store_true", help="list chapters, pairs and variants with a line each, then exit")
+    ap.add_argument("--list", action="store_true",
+                    help="list chapters, pairs and variants with a line each, then exit, e.g. --list --chapter 11")
     ap.add_argument("--quick", action="store_true",
-                    help="smoke run: each pair's small size and a 0.3 s timing budget per variant")
+                    help="smoke run: each pair's small size and a 0.3 s timing budget per variant, "
+                         "e.g. --quick --chapter 1")
     ap.add_argument("--output", type=Path, metavar="DIR",
-                    help="report folder (default: a new folder profiles/<date>-<device>/)")
+                    help="report folder (default: a new folder profiles/<date>-<device>/), e.g. --output /tmp/run1")
     ap.add_argument("--profile", choices=("torch", "nsys", "ncu"),
                     help="also profile each variant's timed call: torch.profiler trace (Chrome/Perfetto JSON), "
-                         "or an nsys / ncu report, written next to results.json")
+                         "or an nsys / ncu report, written next to results.json, e.g. --profile torch --pair cuda_graphs")
     ap.add_argument("--peaks", action="store_true",
                     help="(re)measure this device's ceilings (copy GB/s, matmul TFLOP/s per dtype, launch µs) and "
-                         "cache them in profiles/peaks/; alone, only that")
+                         "cache them in profiles/peaks/; alone, only that, e.g. --peaks")
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("OLD.json", "NEW.json"),
-                    help="print per-variant changes between two results.json files; exit 1 on regressions")
-    ap.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when a GPU is visible, else cpu")
+                    help="print per-variant changes between two results.json files; exit 1 on regressions, "
+                         "e.g. --compare profiles/a/results.json profiles/b/results.json")
+    ap.add_argument("--device", choices=("cuda", "cpu"),
+                    help="default: cuda when a GPU is visible, else cpu, e.g. --device cpu to try the CPU paths")
     ap.add_argument("--budget", type=float, metavar="S",
-                    help="timing budget per variant in seconds (default 2, --quick 0.3)")
+                    help="timing budget per variant in seconds (default 2, --quick 0.3), e.g. --budget 5")
     ap.add_argument("--timeout", type=float, default=600, metavar="S",
-                    help="kill a pair's process after S seconds and record it as failed (default 600)")
+                    help="kill a pair's process after S seconds and record it as failed (default 600), e.g. --timeout 120")
     ap.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)  # chapters elsewhere (tests)
-    ap.add_argument("--no-report", action="store_true", help="print the comparison only; write no files")
+    ap.add_argument("--no-report", action="store_true",
+                    help="print the comparison only; write no files (what running a pair file does), e.g. --no-report --pair batched_gemm")
     return ap
 
 

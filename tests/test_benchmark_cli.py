@@ -98,3 +98,10 @@ def test_a_gpu_only_pair_asked_for_on_a_cpu_is_one_line_and_exit_2(run_bench):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "needs a CUDA GPU" in lines[0], proc.stderr
+
+
+def test_a_hanging_pair_times_out_and_is_reported(run_bench, tmp_path):
+    proc = run_bench("--root", str(FIXTURES), "--chapter", "93", "--timeout", "8", "--output", str(tmp_path))
+    assert proc.returncode == 1
+    (pair,) = json.loads((tmp_path / "results.json").read_text())["pairs"]
+    assert pair["status"] == "failed" and pair["error"].startswith("timed out after 8 s")
