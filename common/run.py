@@ -149,7 +149,7 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
     result = {"chapter": pair.chapter, "name": pair.name, "bound": pair.bound, "status": "ok", "error": None,
               "device_type": device.type, "baseline": None, "variants": []}
     if device.type not in pair.devices:
-        result.update(status="skipped", error=f"needs {' or '.join(pair.devices).upper()}; this machine has no GPU")
+        result.update(status="skipped", error=f"needs {' or '.join(pair.devices).upper()}; this run is on {device.type.upper()}")
         return result
     agree = _agree_fn()
     flush = pair.bound == "memory"
