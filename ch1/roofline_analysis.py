@@ -67,26 +67,13 @@ def main(argv=None) -> list[dict]:
               f"{r['median_ms']:8.4f} ms  {r['tflops']:8.3f} TFLOP/s  {r['gbps']:8.1f} GB/s  "
               f"{bound}, {r['pct_of_roof']:.0f}% of its roof")
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 5))
-    xs = [2.0 ** e for e in range(-5, 13)]
-    for prec in sorted({r["precision"] for r in rows}):
-        peak = peaks["matmul_tflops"][prec]
-        ax.plot(xs, [min(peak, x * bw * 1e9 / 1e12) for x in xs], label=f"roof: {bw:.0f} GB/s, {prec} {peak:.0f} TFLOP/s")
-        ax.axvline(peak * 1e3 / bw, ls=":", lw=0.8, color="gray")
+    from common.report import roofline_axes, save_figure
+    fig, ax = roofline_axes(peaks, f"Roofline of {peaks['device']} (measured ceilings)",
+                            precisions={r["precision"] for r in rows}, ridges=True)
     for r in rows:
         ax.scatter(r["ai"], r["tflops"], zorder=3, label=f"{r['name']}: {r['tflops']:.2f} TFLOP/s ({r['bound']})")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"Roofline of {peaks['device']} (measured ceilings)")
     ax.legend(fontsize=7, loc="lower right")
-    ax.grid(True, which="both", lw=0.3)
-    fig.tight_layout()
-    fig.savefig(a.out, dpi=120)
+    save_figure(fig, a.out)
     print(f"saved {a.out}")
     return rows
 

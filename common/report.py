@@ -173,23 +173,38 @@ def plot_speedups(doc: dict, path: Path) -> None:
         ax.set_xscale("log")
     ax.set_xlabel("speedup over baseline (median time ratio, log scale)")
     ax.set_title(f"Speedups on {doc['device']['name']}")
-    fig.tight_layout()
-    _save_fig(fig, path)
+    save_figure(fig, path)
 
 
-def plot_roofline(doc: dict, path: Path) -> None:
+def roofline_axes(peaks: dict, title: str, precisions=None, ridges: bool = False):
+    """A figure with the measured roofs drawn: min(bandwidth x AI, matmul rate) for each precision."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    peaks = doc["device"].get("ceilings") or {}
     fig, ax = plt.subplots(figsize=(8, 5.5))
-    bw = peaks.get("copy_gbps")
-    xs = [2 ** e for e in range(-6, 13)]
+    bw, rates = peaks.get("copy_gbps"), peaks.get("matmul_tflops") or {}
+    xs = [2.0 ** e for e in range(-6, 13)]
     if bw:
-        for prec, rate in sorted((peaks.get("matmul_tflops") or {}).items(), key=lambda kv: kv[1]):
-            ax.plot(xs, [min(bw * 1e9 * x, rate * 1e12) / 1e12 for x in xs], lw=1, label=f"{prec} roof ({rate:.0f} TFLOP/s)")
-        ax.plot(xs, [bw * 1e9 * x / 1e12 for x in xs], "k--", lw=0.6, label=f"copy bandwidth ({bw:.0f} GB/s)")
+        for prec in sorted(precisions or rates, key=lambda p: rates[p]):
+            rate = rates[prec]
+            pts = sorted(xs + [rate * 1e3 / bw])  # include the ridge point so the corner is exact
+            ax.plot(pts, [min(bw * 1e9 * x, rate * 1e12) / 1e12 for x in pts], lw=1,
+                    label=f"{prec} roof: {bw:.0f} GB/s, {rate:.3g} TFLOP/s")
+            if ridges:
+                ax.axvline(rate * 1e3 / bw, ls=":", lw=0.8, color="gray")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte of device memory)")
+    ax.set_ylabel("achieved TFLOP/s")
+    ax.set_title(title)
+    ax.grid(True, which="both", lw=0.3)
+    return fig, ax
+
+
+def plot_roofline(doc: dict, path: Path) -> None:
+    peaks = doc["device"].get("ceilings") or {}
+    fig, ax = roofline_axes(peaks, f"Roofline with measured ceilings, {doc['device']['name']}")
     markers = iter("os^vD<>pPX*h" * 5)
     for p in doc["pairs"]:
         pts = [v for v in [p.get("baseline") or {}] + p.get("variants", [])
@@ -200,20 +215,15 @@ def plot_roofline(doc: dict, path: Path) -> None:
                 ax.scatter(v["arithmetic_intensity"], v["tflops"], marker=m,
                            facecolors="none" if v["name"] == "baseline" else None,
                            label=f"ch{p['chapter']}/{p['name']} {'baseline' if v['name'] == 'baseline' else v['name'][len('optimized_'):]}")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte of device memory)")
-    ax.set_ylabel("achieved TFLOP/s")
-    ax.set_title(f"Roofline with measured ceilings, {doc['device']['name']}")
     ax.legend(fontsize=6, loc="lower right")
-    ax.grid(True, which="both", lw=0.3)
-    fig.tight_layout()
-    _save_fig(fig, path)
+    save_figure(fig, path)
 
 
-def _save_fig(fig, path: Path) -> None:
+def save_figure(fig, path: Path) -> None:
+    """Render to memory, then write atomically (a killed run leaves no half-written PNG)."""
     import io
 
+    fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120)
     atomic_write(path, [buf.getvalue()])
