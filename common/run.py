@@ -283,6 +283,9 @@ def main(argv=None) -> int:
     if "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1:
         import torch.distributed as dist
         if device.type == "cuda":
+            if int(os.environ["LOCAL_WORLD_SIZE"]) > torch.cuda.device_count():
+                raise RuntimeError(f"{a.chapter}/{a.name} needs {os.environ['LOCAL_WORLD_SIZE']} GPUs; "
+                                   f"{torch.cuda.device_count()} visible")
             torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
             device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
