@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from common.pair import REPO_ROOT
-from common.timing import COMPUTE_WARMUP_S, time_call
+from common.timing import time_call
 
 PEAKS_DIR = REPO_ROOT / "profiles" / "peaks"
 PEAKS_VERSION = 5  # bump when the method changes: older caches are measured again
@@ -40,11 +40,6 @@ def peaks_path(device: torch.device, peaks_dir: Path = PEAKS_DIR) -> Path:
     return peaks_dir / f"{device.type}-{slug}.json"
 
 
-def sustained_ms(fn, device, budget_s: float, min_warmup_s: float | None = None) -> float:
-    kw = {"min_warmup_s": min_warmup_s} if min_warmup_s and device.type == "cuda" else {}
-    return time_call(fn, device, budget_s=budget_s, **kw).median_ms
-
-
 def _matmul_tflops(device, dtype, n, tf32: bool, budget_s) -> float:
     g = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(n, n, device=device, dtype=dtype, generator=g)
@@ -52,7 +47,7 @@ def _matmul_tflops(device, dtype, n, tf32: bool, budget_s) -> float:
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = tf32
     try:
-        ms = sustained_ms(lambda: torch.mm(a, b), device, budget_s, COMPUTE_WARMUP_S)
+        ms = time_call(lambda: torch.mm(a, b), device, budget_s=budget_s, compute_bound=True).median_ms
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
     return 2 * n**3 / (ms * 1e-3) / 1e12
@@ -67,14 +62,14 @@ def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dic
     n_bytes = (1 << 30) if on_gpu else (256 << 20)
     src = torch.randint(0, 2**31 - 1, (n_bytes // 4,), dtype=torch.int32, device=device)
     dst = torch.empty_like(src)
-    peaks["copy_gbps"] = 2 * n_bytes / (sustained_ms(lambda: dst.copy_(src), device, budget_s) * 1e-3) / 1e9
+    peaks["copy_gbps"] = 2 * n_bytes / (time_call(lambda: dst.copy_(src), device, budget_s=budget_s).median_ms * 1e-3) / 1e9
     log(f"  copy            {peaks['copy_gbps']:8.1f} GB/s (read + write)")
     del src, dst
 
     if on_gpu:
         host = torch.randint(0, 2**31 - 1, (64 << 20,), dtype=torch.int32).pin_memory()
         dev = torch.empty(host.shape, dtype=host.dtype, device=device)
-        ms = sustained_ms(lambda: dev.copy_(host, non_blocking=True), device, budget_s)
+        ms = time_call(lambda: dev.copy_(host, non_blocking=True), device, budget_s=budget_s).median_ms
         peaks["h2d_gbps"] = host.numel() * 4 / (ms * 1e-3) / 1e9
         log(f"  host->device    {peaks['h2d_gbps']:8.1f} GB/s (pinned)")
         del host, dev

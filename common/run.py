@@ -27,7 +27,7 @@ from common import nvtx
 from common.discover import load_pair
 from common.pair import Pair, Variant, Workload
 from common.peaks import ceiling_for
-from common.timing import COMPUTE_WARMUP_S, WARMUP_MIN_S, time_call
+from common.timing import time_call
 from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, check_inputs_random, looser, responds_to_inputs,
                            snapshot, verify_outputs)
 
@@ -153,7 +153,7 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
         return result
     agree = _agree_fn()
     flush = pair.bound == "memory"
-    warmup_s = COMPUTE_WARMUP_S if pair.bound == "compute" and device.type == "cuda" and not quick else WARMUP_MIN_S
+    compute_bound = pair.bound == "compute" and not quick  # a quick run skips the long warm-up
 
     # 1-2. workload and baseline on two seeds
     wa, wb = (pair.workload(seed=s, device=device, quick=quick) for s in SEEDS)
@@ -207,7 +207,7 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
 
     def timed(v: Variant, fn, prec: str) -> dict:
         log(f"  timing {v.name} ...")
-        t = time_call(fn, device, flush_l2=flush, budget_s=budget_s, agree=agree, min_warmup_s=warmup_s)
+        t = time_call(fn, device, flush_l2=flush, budget_s=budget_s, agree=agree, compute_bound=compute_bound)
         label = f"{pair.key}/{v.name}"
         # Overlap pairs always get a timeline next to the report: a trace and its Gantt chart.
         mode = profile or ("torch" if stages and outdir and device.type == "cuda" else None)
@@ -233,6 +233,10 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
     del base_a
     _free(device)
 
+    def fail(reason: str) -> None:  # the pair fails; its error names the first reason
+        result["status"] = "failed"
+        result["error"] = result["error"] or reason
+
     for v in pair.variants:
         verdict = verdicts[v.name]
         entry = {"name": v.name, "file": str(v.path.name), "summary": v.summary, "median_ms": None,
@@ -241,12 +245,10 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
             entry.update(skipped=f"needs {' or '.join(v.devices).upper()}")
         elif isinstance(verdict, Exception):
             entry.update(error=f"{type(verdict).__name__}: {verdict}")
-            result["status"] = "failed"
-            result["error"] = result["error"] or f"{v.name} crashed: {entry['error']}"
+            fail(f"{v.name} crashed: {entry['error']}")
         elif not verdict.ok:
             entry.update(verification=verdict.as_dict())
-            result["status"] = "failed"
-            result["error"] = result["error"] or f"{v.name} failed verification: {verdict.message}"
+            fail(f"{v.name} failed verification: {verdict.message}")
             log(f"  {v.name}: FAILED verification: {verdict.message}")
         else:
             try:
@@ -257,8 +259,7 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
                 del fn
             except Exception as e:
                 entry.update(error=f"{type(e).__name__}: {e}")
-                result["status"] = "failed"
-                result["error"] = result["error"] or f"{v.name} crashed while timed: {entry['error']}"
+                fail(f"{v.name} crashed while timed: {entry['error']}")
         _free(device)
         result["variants"].append(entry)
     return result

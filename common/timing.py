@@ -246,12 +246,14 @@ def _alone(x: float) -> float:
 
 def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool = False,
               budget_s: float = 2.0, agree: Callable[[float], float] = _alone,
-              min_warmup_s: float = WARMUP_MIN_S) -> Timing:
+              compute_bound: bool = False) -> Timing:
     """Median per-call time of `fn` on `device` (see the module docstring for the method).
 
+    `compute_bound` work on a GPU warms up for at least COMPUTE_WARMUP_S (see warm_up).
     `agree` reduces a number across processes (max); the default is a single process.
     """
     device = torch.device(device)
+    min_warmup_s = COMPUTE_WARMUP_S if compute_bound and device.type == "cuda" else WARMUP_MIN_S
     est, warm = warm_up(fn, device, max(min_warmup_s, min(2.0, budget_s)), agree, min_warmup_s)
     calls = _calls_per_sample(est)
     if device.type != "cuda":

@@ -34,7 +34,7 @@ import torch  # noqa: E402
 
 from common.peaks import measure_peaks  # noqa: E402
 from common.report import atomic_write, atomic_write_json  # noqa: E402
-from common.timing import COMPUTE_WARMUP_S, WARMUP_MIN_S, time_call  # noqa: E402
+from common.timing import time_call  # noqa: E402
 
 DEV = torch.device("cuda")
 
@@ -80,7 +80,7 @@ def check_do_bench(ts, rounds: int = 2) -> list[dict]:
         ours, theirs, states = [], [], []
         for _ in range(rounds):
             t = time_call(fn, DEV, flush_l2=flush, budget_s=2.0,
-                          min_warmup_s=COMPUTE_WARMUP_S if "compute" in name else WARMUP_MIN_S)
+                          compute_bound="compute" in name)
             ours.append(t.median_ms)
             states.append(t.gpu_state)
             # do_bench's warm-up and repetitions are in ms; it scrubs L2 before every call.
