@@ -1,0 +1,37 @@
+"""One decode step at batch 1, eager: the static-cache step as model code runs it, kernel by kernel.
+
+Workload: the ~1B model (bf16, 16 layers) on a GPU, one request 1024 tokens in, cache of 1088.
+On a CPU (and --quick): the small model, fp32, context 256 (quick 128).
+
+Bound: memory, in principle: at batch 1 every weight is read once per token, 1.70 GB + 36 MB of KV
+≈ 0.58 ms at the H100's measured ~3.0 TB/s copy bandwidth; that floor is this pair's ceiling. Eager,
+the step is launch-bound instead: ~38 kernels per layer x 16 layers ≈ 600 launches at ~10 µs of
+Python and dispatcher each ≈ 6-7 ms (7.42 ms measured on an H100 on a first try).
+"""
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import torch
+
+from ch16.decode import decode_workload
+from ch16.model import KVCache, decode_step
+
+BOUND = "memory"
+
+
+def workload(seed: int, device, quick: bool = False):
+    gpu = torch.device(device).type == "cuda"
+    return decode_workload(seed, device, quick, batch=1, context=1024 if gpu and not quick else (128 if quick else 256))
+
+
+def prepare(w):
+    model, token, pos = w.inputs["model"], w.inputs["token"], w.inputs["input_pos"]
+    cache = KVCache(w.inputs["k_cache"], w.inputs["v_cache"])
+
+    @torch.no_grad()
+    def step():
+        return decode_step(model, cache, token, pos)
+    return step
+
+
+if __name__ == "__main__":
+    from common import run_pair_file
+    run_pair_file(__file__)

@@ -1,0 +1,40 @@
+"""Decoding without a KV cache: each new token recomputes the whole prefix.
+
+Workload: the ~1B model (bf16) on a GPU, 4 requests 1024 tokens in, one decode step: the token fed
+this step is appended to the prefix and the model runs over all 1025 positions to get the last
+one's logits. On a CPU (and --quick): the small model, fp32, 2 requests 256 (quick 128) tokens in.
+
+Bound: compute, at this size, though the pair is measured against the memory floor of the step it
+should be. Napkin math (H100): 4 x 1025 tokens x 2 x 0.79 GFLOP ≈ 6.5 TFLOP per step ≈ 9 ms at
+~700 TFLOP/s of bf16 matmul, growing linearly with the context (quadratically over a generation);
+the cached step reads 1.70 GB of weights + 4 x 1088 x 32 KiB of KV ≈ 1.84 GB ≈ 0.6 ms at 3 TB/s.
+Run `python ch16/kv_cache_sweep.py` for the growth with context.
+"""
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import torch
+
+from ch16.decode import decode_workload
+from ch16.model import forward_no_cache
+
+BOUND = "memory"  # the fewest bytes: the cached step's (weights + KV once); the baseline is far from it
+
+
+def workload(seed: int, device, quick: bool = False):
+    gpu = torch.device(device).type == "cuda"
+    batch, context = (4, 1024) if gpu and not quick else (2, 128 if quick else 256)
+    return decode_workload(seed, device, quick, batch, context)
+
+
+def prepare(w):
+    model, prefix, token = w.inputs["model"], w.inputs["prefix"], w.inputs["token"]
+
+    @torch.no_grad()
+    def step():
+        tokens = torch.cat([prefix, token], dim=1)  # the loop keeps the tokens and appends the new one
+        return forward_no_cache(model, tokens)
+    return step
+
+
+if __name__ == "__main__":
+    from common import run_pair_file
+    run_pair_file(__file__)

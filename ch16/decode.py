@@ -1,0 +1,98 @@
+"""What the decode pairs share: the served model, a request's state at a given context, a CUDA-graph capture.
+
+The model is built once per process from a fixed seed (it is what the server serves; prepared once);
+the request (its prefix, the token it feeds next) is drawn from the workload's seed. On a GPU the
+model is the ~1B configuration in bf16; on a CPU, and in a quick run, the small one in fp32.
+"""
+from __future__ import annotations
+
+import torch
+
+from common import Workload
+from ch16.model import CONFIGS, KVCache, Transformer, build_model, prefill, random_tokens
+
+MODEL_SEED = 0
+_models: dict = {}
+
+
+def served_model(device, quick: bool = False, cfg_name: str | None = None) -> Transformer:
+    device = torch.device(device)
+    name = cfg_name or ("llama-1b" if device.type == "cuda" and not quick else "small")
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    key = (name, str(device), dtype)
+    if key not in _models:
+        _models[key] = build_model(CONFIGS[name], MODEL_SEED, device, dtype)
+    return _models[key]
+
+
+def step_work(model: Transformer, batch: int, keys_read: int, tokens_in: int = 1) -> tuple[float, float]:
+    """(flops, bytes) of one forward of `tokens_in` tokens per sequence over `keys_read` cached positions.
+
+    Bytes: every weight once, plus K and V of every position attention reads, for every sequence.
+    FLOPs: 2 per weight per token, plus QK^T and PV (4 x heads x head_dim per query-key pair).
+    """
+    c = model.cfg
+    dtype = model.output.weight.dtype
+    flops = 2.0 * (c.n_params() - c.vocab_size * c.dim) * batch * tokens_in
+    flops += 4.0 * c.n_layers * c.n_heads * c.head_dim * keys_read * batch * tokens_in
+    bytes_moved = model.weight_bytes() + batch * keys_read * c.kv_bytes_per_token(dtype)
+    return flops, bytes_moved
+
+
+def decode_workload(seed: int, device, quick: bool, batch: int, context: int, room: int = 64,
+                    note: str = "") -> Workload:
+    """A batch of requests `context` tokens in, with the next token to feed.
+
+    inputs: model (an object, built once per process), prefix (B, context) token ids, token (B, 1) the token fed this step,
+    input_pos (1,) its position (= context, the same for every seed), k_cache/v_cache the static
+    cache (max length context + room) holding the prefix: state the step writes at input_pos.
+    """
+    model = served_model(device, quick)
+    cfg = model.cfg
+    prefix = random_tokens(cfg, (batch, context), seed, device)
+    token = random_tokens(cfg, (batch, 1), seed + 1, device)
+    cache = KVCache.empty(cfg, batch, context + room, device, model.output.weight.dtype)
+    with torch.no_grad():
+        prefill(model, prefix, cache)
+    input_pos = torch.tensor([context], device=device)
+    flops, bytes_moved = step_work(model, batch, cache.max_len)
+    return Workload(inputs={"model": model, "prefix": prefix, "token": token, "input_pos": input_pos,
+                            "k_cache": cache.k, "v_cache": cache.v},
+                    flops=flops, bytes_moved=bytes_moved, items=batch, item_name="tokens",
+                    note=note or f"{cfg.n_params() / 1e9:.2f}B params, batch {batch}, context {context}, "
+                                 f"cache {cache.max_len}, {model.output.weight.dtype}".replace("torch.", ""),
+                    updated=("k_cache", "v_cache"))
+
+
+def capture_graph(fn, warmup: int = 3):
+    """Capture fn() in a CUDA graph after warming it up on a side stream; returns replay() -> fn's output.
+
+    The graph replays the recorded kernels on the same memory: whatever fn read (token ids,
+    positions, the cache) it reads again from the same tensors, so a caller updates them in place.
+    """
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():
+        for _ in range(warmup):  # cuBLAS picks kernels and allocates its workspace outside the capture
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph), torch.no_grad():
+        out = fn()
+
+    def replay():
+        graph.replay()
+        return out
+    replay.graph = graph
+    return replay
+
+
+def compile_available() -> str | None:
+    """None when torch.compile can build GPU kernels here; else why not."""
+    if not torch.cuda.is_available():
+        return "no GPU"
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return "triton is not installed"
+    return None

@@ -1,0 +1,41 @@
+"""torch.compile(mode="reduce-overhead"): Inductor fuses the element-wise kernels (RMSNorm, rotary,
+SiLU x up, the softmax) into a few Triton kernels per layer and replays the step as a CUDA graph.
+
+The cache is marked as a static address, so the graph writes it in place instead of copying it in
+and out; the token and position (a few bytes) are copied into the graph's inputs each call.
+Compilation is prepared once. Needs a GPU and Triton; elsewhere the variant is skipped.
+"""
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import torch
+
+from ch16.decode import compile_available
+from ch16.model import KVCache, decode_step
+
+DEVICES = ("cuda",) if compile_available() in (None, "no GPU") else ("cuda with triton",)
+MODE = "reduce-overhead"
+
+
+def compiled_step(model, mode: str = MODE):
+    def step(token, pos, k_cache, v_cache):
+        return decode_step(model, KVCache(k_cache, v_cache), token, pos)
+    return torch.compile(step, mode=mode, fullgraph=True)
+
+
+def prepare(w, mode: str = MODE):
+    token, pos, k, v = (w.inputs[n] for n in ("token", "input_pos", "k_cache", "v_cache"))
+    torch._dynamo.mark_static_address(k)
+    torch._dynamo.mark_static_address(v)
+    fn = compiled_step(w.inputs["model"], mode)
+    with torch.no_grad():
+        for _ in range(3):  # compile, record, then replay
+            fn(token, pos, k, v)
+
+    @torch.no_grad()
+    def step():
+        return fn(token, pos, k, v)
+    return step
+
+
+if __name__ == "__main__":
+    from common import run_pair_file
+    run_pair_file(__file__)
