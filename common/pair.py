@@ -14,16 +14,36 @@ baseline_<name>.py defines
 optional, in the baseline
     DEVICES = ("cuda", "cpu")  where the pair can run (default: both)
     NPROC = 1                  processes to launch with torchrun (chapters 4, 16)
+    reference(seed, rank, world_size, quick) -> tensor(s)
+                               for NPROC > 1: what this rank's output must be,
+                               computed on the CPU in one process from every
+                               rank's seeded inputs; the baseline is checked
+                               against it before any variant is verified
 
 optimized_<name>*.py defines
     prepare(w) -> callable   same signature, same output, faster
 optional, in a variant
-    PRECISION = "tf32"|"bf16"|"fp16"
+    PRECISION = "tf32"|"bf16"|"fp16"|"fp8"
                              the variant deliberately computes in a lower
                              precision: verification uses that precision's
                              tolerance, the output may come back in that dtype,
-                             and the compute ceiling is that precision's.
+                             and the compute ceiling is that precision's. For
+                             "tf32" the harness turns TF32 on for this variant
+                             (common.numerics); no pair file sets torch's
+                             global flags itself.
     DEVICES                  narrower than the baseline's (e.g. a CUDA graph)
+    KIND = "pitfall"|"tradeoff"
+                             slower on purpose: a pitfall kept to teach it, or
+                             time traded for memory. Reported with its measured
+                             slowdown, never as a failure or a win; the
+                             docstring says why.
+
+What the harness checks (common.run): the callable prepare() returns is the one
+verified and the one timed. It is verified on its first call and a later one;
+then every per-call input (every tensor input not named in Workload.once) is
+overwritten in place with another seed's values and the same callable must
+return the new answer; after timing it is verified once more. A call may change
+only the inputs named in Workload.updated.
 
 Both files end with
     if __name__ == "__main__":
@@ -39,8 +59,10 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-BOUNDS = ("launch", "transfer", "memory", "compute")
-PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16")
+BOUNDS = ("launch", "transfer", "memory", "compute", "link")
+PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
+KINDS = ("optimized", "pitfall", "tradeoff")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send_recv")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -48,17 +70,33 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 class Workload:
     """Seeded inputs for one call plus the work that call does.
 
-    flops        floating-point operations per call (0 if not meaningful)
-    bytes_moved  the fewest bytes one call must move through the bound's
-                 resource: device memory for "memory", the host link for
-                 "transfer" (each input read once, each output written once)
-    items        domain units per call (samples, tokens, launches), optional
-    launches     kernel launches the baseline issues per call, optional
     inputs       anything the prepared call needs; tensors are checked to be
                  random (not constant) before anything is timed
+    once         names of inputs a real program prepares once (weights, a
+                 pinned staging buffer, data kept in a chosen layout). Every
+                 other tensor input is per-call: the data a real loop feeds
+                 each step, which the timed call must consume when it runs
+    updated      names of inputs the call changes in place by design (an
+                 in-place collective's buffer, a KV cache a decode step
+                 appends to); restored before every verification call
+    flops        floating-point operations per call (0 if not meaningful)
+    bytes_moved  the fewest bytes one call must move through the bound's
+                 resource: device memory for "memory" (and "compute" and
+                 "launch"), the host link for "transfer" (each input read
+                 once, each output written once), for "link" the bytes one
+                 rank sends to its peers. A variant faster than bytes_moved
+                 over the measured bandwidth is SUSPECT (common.physics)
+    duplex       for "transfer": bytes_moved crosses the host link in both
+                 directions at once, so the ceiling is the two-way bandwidth
+    collective   for "link": which collective, so that bus bandwidth follows
+                 nccl-tests' definition; message_bytes is its per-rank size
+    items        domain units per call (samples, tokens, launches), optional
+    launches     kernel launches the baseline issues per call, optional
     """
 
     inputs: dict[str, Any]
+    once: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
     flops: float = 0.0
     bytes_moved: float = 0.0
     items: float = 0.0
@@ -66,6 +104,14 @@ class Workload:
     launches: int = 0
     precision: str = ""   # the arithmetic's precision when the output dtype does not say it (e.g. "tf32")
     note: str = ""
+    duplex: bool = False
+    collective: str = ""
+    message_bytes: float = 0.0
+
+    def per_call(self) -> list[str]:
+        """Names of the tensor inputs a real loop feeds anew each step (and the declared state)."""
+        import torch
+        return [k for k, v in self.inputs.items() if isinstance(v, torch.Tensor) and k not in self.once]
 
 
 @dataclasses.dataclass
@@ -85,6 +131,10 @@ class Variant:
     @property
     def devices(self) -> tuple[str, ...]:
         return tuple(getattr(self.module, "DEVICES", ("cuda", "cpu")))
+
+    @property
+    def kind(self) -> str:
+        return getattr(self.module, "KIND", "optimized")
 
     @property
     def summary(self) -> str:
@@ -153,3 +203,21 @@ def check_contract(pair: Pair) -> None:
             raise ContractError(f"{v.path.name} must define prepare(workload)")
         if v.precision is not None and v.precision not in PRECISIONS:
             raise ContractError(f"{v.path.name}: PRECISION={v.precision!r}, expected one of {PRECISIONS}")
+        if v.kind not in KINDS:
+            raise ContractError(f"{v.path.name}: KIND={v.kind!r}, expected one of {KINDS}")
+
+
+def check_workload(pair: Pair, w: Workload) -> None:
+    """The workload's declarations name real inputs, and something is fed per call."""
+    import torch
+    for field in ("once", "updated"):
+        unknown = [k for k in getattr(w, field) if k not in w.inputs]
+        if unknown:
+            raise ContractError(f"{pair.key}: Workload.{field} names {unknown[0]!r}, which is not an input")
+    if not w.per_call():
+        raise ContractError(f"{pair.key}: every tensor input is in Workload.once; name at least one input a real "
+                            f"loop feeds each call, so the harness can check the work happens when the call runs")
+    if w.collective and w.collective not in COLLECTIVES:
+        raise ContractError(f"{pair.key}: Workload.collective={w.collective!r}, expected one of {COLLECTIVES}")
+    if not all(isinstance(w.inputs[k], torch.Tensor) for k in w.once + w.updated):
+        raise ContractError(f"{pair.key}: Workload.once and .updated name tensor inputs only")

@@ -2,6 +2,9 @@
 
 copy_gbps        a 1 GiB device-to-device copy, bytes read + bytes written
 h2d_gbps         a 256 MiB pinned host-to-device copy (the link a "transfer" pair is bound by)
+duplex_gbps      256 MiB each way at once, host-to-device and device-to-host on two streams
+                 (bytes in both directions; what a pair that streams data in and out is held to)
+p2p_gbps         with two or more GPUs: a 256 MiB copy from GPU 0 to GPU 1 (a "link" pair's ceiling)
 matmul_tflops    8192^3 matrix products in fp32, tf32, bf16 and fp16 on random data
 launch_us        per-call time of a tiny kernel launched back to back
 
@@ -16,6 +19,7 @@ measured with smaller sizes and labelled by the CPU.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 from pathlib import Path
@@ -25,8 +29,10 @@ import torch
 from common.pair import REPO_ROOT
 from common.timing import time_call
 
-PEAKS_DIR = REPO_ROOT / "profiles" / "peaks"
-PEAKS_VERSION = 5  # bump when the method changes: older caches are measured again
+# Per machine, not committed. The test suite points PERF_PEAKS_DIR elsewhere: ceilings measured
+# while the tests load the machine are too low and must never reach a user's cache.
+PEAKS_DIR = Path(os.environ.get("PERF_PEAKS_DIR") or REPO_ROOT / "profiles" / "peaks")
+PEAKS_VERSION = 6  # bump when the method changes: older caches are measured again
 
 
 def device_name(device: torch.device) -> str:
@@ -53,6 +59,33 @@ def _matmul_tflops(device, dtype, n, tf32: bool, budget_s) -> float:
     return 2 * n**3 / (ms * 1e-3) / 1e12
 
 
+def _duplex_gbps(host: torch.Tensor, dev: torch.Tensor, budget_s: float) -> float:
+    """Both copy engines at once: host->device on one stream, device->host on another."""
+    host_out = torch.empty_like(host).pin_memory()
+    dev_src = torch.empty_like(dev).copy_(dev)
+    up, down = torch.cuda.Stream(), torch.cuda.Stream()
+
+    def both():
+        main = torch.cuda.current_stream()
+        for s in (up, down):
+            s.wait_stream(main)
+        with torch.cuda.stream(up):
+            dev.copy_(host, non_blocking=True)
+        with torch.cuda.stream(down):
+            host_out.copy_(dev_src, non_blocking=True)
+        for s in (up, down):
+            main.wait_stream(s)
+    ms = time_call(both, dev.device, budget_s=budget_s).median_ms
+    return 2 * host.numel() * host.element_size() / (ms * 1e-3) / 1e9
+
+
+def _p2p_gbps(budget_s: float) -> float:
+    src = torch.randint(0, 2**31 - 1, (64 << 20,), dtype=torch.int32, device="cuda:0")
+    dst = torch.empty(src.shape, dtype=src.dtype, device="cuda:1")
+    ms = time_call(lambda: dst.copy_(src), src.device, budget_s=budget_s).median_ms
+    return src.numel() * 4 / (ms * 1e-3) / 1e9
+
+
 def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dict:
     device = torch.device(device)
     on_gpu = device.type == "cuda"
@@ -72,7 +105,12 @@ def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dic
         ms = time_call(lambda: dev.copy_(host, non_blocking=True), device, budget_s=budget_s).median_ms
         peaks["h2d_gbps"] = host.numel() * 4 / (ms * 1e-3) / 1e9
         log(f"  host->device    {peaks['h2d_gbps']:8.1f} GB/s (pinned)")
+        peaks["duplex_gbps"] = _duplex_gbps(host, dev, budget_s)
+        log(f"  both ways       {peaks['duplex_gbps']:8.1f} GB/s (host->device and device->host at once)")
         del host, dev
+        if torch.cuda.device_count() > 1:
+            peaks["p2p_gbps"] = _p2p_gbps(budget_s)
+            log(f"  GPU0 -> GPU1    {peaks['p2p_gbps']:8.1f} GB/s")
 
     n = 8192 if on_gpu else 1024
     rates = {}
@@ -113,12 +151,25 @@ def load_or_measure(device: torch.device, refresh: bool = False, peaks_dir: Path
     return peaks
 
 
-def ceiling_for(bound: str, precision: str, peaks: dict) -> tuple[str, float] | None:
+def invalidate(path: Path, reason: str, log=print) -> None:
+    """Drop a cached set of ceilings that a verified result beat (the physics check's rule), so the next run
+    measures them again instead of reusing them silently."""
+    path = Path(path)
+    if path.exists():
+        path.unlink()
+        log(f"ceilings in {path} dropped: {reason}; they are measured again on the next run")
+
+
+def ceiling_for(bound: str, precision: str, peaks: dict, duplex: bool = False) -> tuple[str, float] | None:
     """(name, value in the unit the bound is rated in) of the ceiling a bound is measured against."""
     if bound == "memory":
         return "copy_gbps", peaks["copy_gbps"]
     if bound == "transfer":
-        return ("h2d_gbps", peaks["h2d_gbps"]) if "h2d_gbps" in peaks else ("copy_gbps", peaks["copy_gbps"])
+        for key in (("duplex_gbps",) if duplex else ()) + ("h2d_gbps", "copy_gbps"):
+            if key in peaks:
+                return key, peaks[key]
+    if bound == "link":
+        return ("p2p_gbps", peaks["p2p_gbps"]) if "p2p_gbps" in peaks else None
     if bound == "compute":
         return f"matmul_tflops.{precision}", peaks["matmul_tflops"].get(precision, peaks["matmul_tflops"]["fp32"])
     return None  # launch-bound work is compared with its roofline floor instead

@@ -1,37 +1,52 @@
-"""Run one pair in this process: verify every variant against the baseline, then time them.
+"""Run one pair in this process: each variant verified, timed and verified again, one at a time.
 
 Called by the launcher as `python -m common.run ...` (or through torchrun for
 pairs with NPROC > 1), one process per pair, so a crash stays inside it.
-Steps, in order, for a pair on one device:
 
-1. Build the workload from two seeds; refuse constant inputs.
-2. Baseline on both seeds; its output must change with the seed.
-3. Each variant on both seeds: compare with the baseline (common.verify);
-   its output must change with the seed too. A failing variant is not timed.
-4. Time the baseline and each verified variant (common.timing) on seed A.
-5. Rates (TFLOP/s, GB/s) and the share of the measured ceiling.
+For the pair:
+1. Build the reference inputs: the seed-A workload, and seed B's per-call inputs.
+   Constant inputs are refused.
+2. The baseline, then each variant, through `check_and_time`, each on its own
+   copy of the workload and in the same numerics flags (common.numerics).
+
+For one variant (`check_and_time`), the callable prepare() returns is the one
+that is verified and the one that is timed:
+  a. its first call and a later call match the baseline's output;
+  b. the per-call inputs are overwritten in place with seed B's values and the
+     same callable must return seed B's answer: a result computed before the
+     call (in prepare(), or cached from an earlier call) fails here;
+  c. after every call: no input changed but the declared state, no global
+     numerics flag changed, and the output the caller's stream sees is final;
+  d. timed (common.timing), then verified once more;
+  e. the physics check (common.physics): faster than the floor its workload
+     implies is SUSPECT, and its speedup is not a result.
+A failing variant fails alone; the others still run. After each variant the
+result so far is written, so a variant that hangs loses no one else's work.
 """
 from __future__ import annotations
 
 import argparse
 import gc
 import json
+import math
 import os
 import sys
 import traceback
 from pathlib import Path
+from typing import Callable
 
 import torch
 
-from common import nvtx
 from common.discover import load_pair
-from common.pair import Pair, Variant, Workload
-from common.peaks import ceiling_for
-from common.timing import time_call
+from common.inputs import SEEDS, OwnInputs, References
+from common.numerics import FlagChanged, changed_flags, numerics, wanted_flags
+from common.overlap import overlap_pct, stage_times
+from common.pair import Pair, Variant, check_workload
+from common.physics import achieved, cache_bytes, suspect_reason
+from common.profiling.capture import count_launches, profile_calls
+from common.timing import FRESH_RATIO, FRESH_SLACK_MS, L2Scrubber, ms_with_fresh_inputs, time_call
 from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, check_inputs_random, looser, responds_to_inputs,
-                           snapshot, verify_outputs)
-
-SEEDS = (1234, 98765)
+                           snapshot_as_caller, verify_outputs)
 
 
 def log(msg: str) -> None:
@@ -39,10 +54,17 @@ def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def _agree_fn():
+# ----------------------------------------------------------------------------- several processes
+def _distributed() -> bool:
     import torch.distributed as dist
-    if not (dist.is_available() and dist.is_initialized()):
+    return dist.is_available() and dist.is_initialized()
+
+
+def _agree_fn() -> Callable[[float], float]:
+    """max() of a number over every rank (identity in one process): every rank takes the same decisions."""
+    if not _distributed():
         return lambda x: x
+    import torch.distributed as dist
     dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
 
     def agree(x: float) -> float:
@@ -52,6 +74,16 @@ def _agree_fn():
     return agree
 
 
+def first_error(err: str | None) -> str | None:
+    """The first rank's complaint, seen by every rank, so that all ranks stop a variant together."""
+    if not _distributed():
+        return err
+    import torch.distributed as dist
+    errs: list = [None] * dist.get_world_size()
+    dist.all_gather_object(errs, err)
+    return next((f"rank {r}: {e}" if len(errs) > 1 else e for r, e in enumerate(errs) if e), None)
+
+
 def _free(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":
@@ -59,209 +91,317 @@ def _free(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def rates(w: Workload, median_ms: float, bound: str, precision: str, peaks: dict | None) -> dict:
-    """Achieved rates and the share of the ceiling for the pair's bound."""
-    s = median_ms * 1e-3
-    out = {"tflops": w.flops / s / 1e12 if w.flops else None,
-           "gbps": w.bytes_moved / s / 1e9 if w.bytes_moved else None,
-           "items_per_s": w.items / s if w.items else None,
-           "arithmetic_intensity": w.flops / w.bytes_moved if w.flops and w.bytes_moved else None,
-           "pct_of_ceiling": None, "ceiling": None}
-    if not peaks:
-        return out
-    ceiling = ceiling_for(bound, precision, peaks)
-    if ceiling is None:  # launch-bound: how far from the roofline floor for this much work
-        floors = [w.flops / (peaks["matmul_tflops"].get(precision, peaks["matmul_tflops"]["fp32"]) * 1e12)] if w.flops else []
-        if w.bytes_moved:
-            floors.append(w.bytes_moved / (peaks["copy_gbps"] * 1e9))
-        if floors:
-            out["ceiling"] = "roofline_floor_ms"
-            out["pct_of_ceiling"] = 100 * max(floors) / s
-        return out
-    name, value = ceiling
-    achieved = out["gbps"] if bound in ("memory", "transfer") else out["tflops"]
-    if achieved is not None:
-        out["ceiling"] = name
-        out["pct_of_ceiling"] = 100 * achieved / value
+# ----------------------------------------------------------------------------- one variant
+class Failed(Exception):
+    """A variant failed a check; the message says which and why."""
+
+
+class Context:
+    """What every variant of one pair shares: the device, the reference inputs and outputs, the ceilings."""
+
+    def __init__(self, pair: Pair, device: torch.device, quick: bool, budget_s: float, peaks: dict | None,
+                 profile: str | None, outdir: Path | None):
+        self.pair, self.device, self.quick, self.budget_s = pair, device, quick, budget_s
+        self.peaks, self.profile, self.outdir = peaks, profile, outdir
+        self.agree = _agree_fn()
+        self.refs = References(pair, device, quick)
+        self.scrubber = L2Scrubber(device) if pair.bound == "memory" and device.type == "cuda" else None
+        self.cache = cache_bytes(device.type)
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.ref_a: list[torch.Tensor] | None = None      # the baseline's output on seed A
+        self.ref_b: list[torch.Tensor] | None = None      # ...after its per-call inputs took seed B's values
+        self.base_precision = self.refs.a.precision or "fp32"
+        self.stages: dict | None = None
+
+
+def variant_precision(ctx: Context, v: Variant) -> str:
+    return looser(ctx.base_precision, v.precision) if v.precision else ctx.base_precision
+
+
+def flags_precision(ctx: Context, v: Variant) -> str | None:
+    """The numerics flags a variant runs in: TF32 on only where the variant (or the baseline's workload) asks."""
+    return "tf32" if v.precision == "tf32" or (v.precision is None and ctx.refs.a.precision == "tf32") else None
+
+
+def call(fn, own: OwnInputs, which: str, what: str, flags: dict) -> list[torch.Tensor]:
+    """One verification call on seed `which`'s inputs, with every check that follows a call."""
+    own.feed(which)
+    own.restore_state()
+    out, late = snapshot_as_caller(fn())
+    if late:
+        raise Failed(f"{what}: {late}")
+    changed = changed_flags(flags)
+    if changed:
+        raise FlagChanged(f"{what}: changed torch's global numerics flags ({'; '.join(changed)}); "
+                          f"ask for lower precision with PRECISION = '...' instead")
+    modified = own.modified(which)
+    if modified:
+        raise Failed(f"{what}: modified input {modified[0]!r}, which the workload does not declare as state "
+                     f"the call updates (Workload.updated)")
     return out
 
 
-def _variant_precision(v: Variant, w: Workload, ref) -> str:
-    base = w.precision or DTYPE_PRECISION.get(ref[0].dtype, "fp32")
-    return looser(base, v.precision) if v.precision else base
+def check_outputs(ref, out, precision: str, allowed, what: str):
+    verdict = verify_outputs(ref, out, precision, allowed)
+    if not verdict.ok:
+        raise Failed(f"{what}: {verdict.message}")
+    return verdict
 
 
-def _profile(fn, label: str, mode: str | None, outdir: Path | None, calls: int = 5) -> str | None:
-    """Run a few calls again under the requested profiler, with an NVTX range around them."""
-    if not mode:
-        return None
-    Path(outdir).mkdir(parents=True, exist_ok=True)
-    if mode == "torch":
-        from torch.profiler import ProfilerActivity, profile, record_function
-        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-        with profile(activities=acts) as prof:
-            for _ in range(calls):
-                with record_function(label), nvtx.range(label):
-                    fn()
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-        path = Path(outdir) / f"{label.replace('/', '__')}.trace.json"
-        prof.export_chrome_trace(str(path))
-        return str(path)
-    # nsys / ncu wrap this process and capture between profiler start and stop.
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-        torch.cuda.profiler.start()
-    with nvtx.range(label):
-        for _ in range(calls):
-            fn()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-        torch.cuda.profiler.stop()
-    return None
+def checked(step):
+    """Run one verification step on every rank and agree on its outcome, so all ranks stop together.
 
-
-def stage_times(pair: Pair, w: Workload, device: torch.device, agree) -> dict | None:
-    """Per-chunk time of each stage run alone, and the serial and ideal pipelined times they imply.
-
-    serial = chunks x sum(stages); ideal = (chunks - 1) x max(stage) + sum(stages): the longest
-    stage sets the pace once the pipeline is full, plus one chunk to fill and drain it.
+    A failed check becomes the message of a Failed raised on every rank (in one process: on this one).
     """
-    stages = getattr(pair.baseline.module, "stages", None)
-    if stages is None:
+    try:
+        value, err = step(), None
+    except (Failed, FlagChanged) as e:
+        value, err = None, str(e)
+    err = first_error(err)
+    if err:
+        raise Failed(err)
+    return value
+
+
+def verify_calls(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, precision: str) -> dict:
+    """Steps a-c for a variant (the baseline sets the references instead of comparing with them)."""
+    is_base = v.name == "baseline"
+    allowed = (PRECISION_DTYPE[v.precision],) if v.precision else ()
+    first = checked(lambda: call(fn, own, "a", "first call", flags))
+    if is_base:
+        ctx.ref_a = first
+        ctx.base_precision = ctx.refs.a.precision or DTYPE_PRECISION.get(first[0].dtype, "fp32")
+        precision = ctx.base_precision
+    verdicts = [checked(lambda: check_outputs(ctx.ref_a, first, precision, allowed, "first call"))]
+    verdicts.append(checked(lambda: check_outputs(ctx.ref_a, call(fn, own, "a", "a later call", flags), precision,
+                                                  allowed, "a later call")))
+    fresh = checked(lambda: call(fn, own, "b", "new per-call inputs", flags))
+    if is_base:
+        def responds():
+            if not responds_to_inputs(first, fresh):
+                raise Failed("its output is identical when its per-call inputs take another seed's values: "
+                             "it ignores its inputs")
+        checked(responds)
+        ctx.ref_b = fresh
+    else:
+        def follows():
+            verdict = verify_outputs(ctx.ref_b, fresh, precision, allowed)
+            if not verdict.ok:
+                stale = verify_outputs(ctx.ref_a, fresh, precision, allowed).ok
+                raise Failed("returns a result computed before the call: after its per-call inputs were "
+                             "overwritten in place with new values it returned the old answer" if stale else
+                             f"with new per-call inputs: {verdict.message}")
+            return verdict
+        verdicts.append(checked(follows))
+    own.feed("a")
+    own.restore_state()
+    out = max(verdicts, key=lambda d: -1 if math.isnan(d.rel_err) else d.rel_err).as_dict()
+    out["max_err"] = max(d.max_err for d in verdicts)
+    out["checks"] = ["first call", "a later call", "new per-call inputs"]
+    return out
+
+
+def check_and_time(ctx: Context, v: Variant) -> dict:
+    """Verify, time and verify again one variant (or the baseline) on its own copy of the workload."""
+    pair, device, is_base = ctx.pair, ctx.device, v.name == "baseline"
+    entry = {"name": v.name, "file": v.path.name, "summary": v.summary, "kind": "baseline" if is_base else v.kind,
+             "median_ms": None, "speedup": None, "verified": False, "pct_of_ceiling": None, "error": None,
+             "suspect": None}
+    if device.type not in v.devices:
+        entry["skipped"] = f"needs {' or '.join(v.devices).upper()}"
+        return entry
+    precision = variant_precision(ctx, v)
+    flags = wanted_flags(flags_precision(ctx, v))
+    stage = "prepare"
+    try:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            before = torch.cuda.memory_allocated(device)
+        own = ctx.refs.own_copy()
+        with numerics(flags_precision(ctx, v)):
+            log(f"  {v.name}: verifying")
+            fn = v.prepare(own.w)
+            changed = changed_flags(flags)
+            if changed:
+                raise FlagChanged(f"prepare(): changed torch's global numerics flags ({'; '.join(changed)}); "
+                                  f"ask for lower precision with PRECISION = '...' instead")
+            stage = "verify"
+            entry["verification"] = verify_calls(ctx, v, fn, own, flags, variant_precision(ctx, v))
+            if is_base:
+                checked(lambda: check_reference(ctx))
+                ctx.stages = stage_times(pair, own.w, device, ctx.agree)
+            precision = variant_precision(ctx, v)
+            stage = "time"
+            log(f"  {v.name}: timing")
+            t = time_call(fn, device, flush_l2=ctx.scrubber or False, budget_s=ctx.budget_s, agree=ctx.agree,
+                          compute_bound=pair.bound == "compute" and not ctx.quick)
+            entry.update(precision=precision, **t.as_dict())
+            stage = "verify after timing"
+            checked(lambda: after_timing(ctx, v, fn, own, flags, precision, t))
+            stage = "time with new inputs"
+            host_inputs = any(not own.w.inputs[k].is_cuda for k in ctx.refs.per_call)
+            entry["fresh_input_ms"] = ms_with_fresh_inputs(
+                fn, lambda i: own.feed("ab"[i]) or own.restore_state(), device, t.median_ms * 1e-3, ctx.agree,
+                host_inputs=host_inputs, limit_ms=FRESH_RATIO * t.median_ms + FRESH_SLACK_MS)
+            own.feed("a")
+            stage = "profile"
+            entry.update(profile_variant(fn, v, ctx))
+        if device.type == "cuda":
+            entry["peak_memory_mb"] = (torch.cuda.max_memory_allocated(device) - before) / 2**20
+        entry.update(verified=True, **achieved(ctx.refs.a, t.median_ms, pair.bound, precision, ctx.peaks,
+                                              ctx.cache, ctx.world_size))
+        entry["suspect"] = suspect_reason(t.median_ms, ctx.refs.a, pair.bound, ctx.peaks, precision, is_base,
+                                          ctx.cache) or reused_results(entry)
+        if ctx.stages:
+            entry["overlap_pct_of_ideal"] = overlap_pct(t.median_ms, ctx.stages)
+        log(f"  {v.name:40s} {t.median_ms:10.4f} ms  (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f}, "
+            f"n={t.samples}x{t.calls_per_sample}, {t.timer})" + (f"  SUSPECT: {entry['suspect']}" if entry["suspect"] else ""))
+    except Failed as e:
+        entry.update(error=str(e), failed_at=stage, verified=False)
+        log(f"  {v.name}: FAILED ({stage}): {e}")
+    except FlagChanged as e:
+        entry.update(error=str(e), failed_at=stage, verified=False)
+        log(f"  {v.name}: FAILED ({stage}): {e}")
+    except torch.cuda.OutOfMemoryError as e:
+        entry.update(error=f"out of memory: {str(e).splitlines()[0]}", failed_at=stage, verified=False)
+        log(f"  {v.name}: FAILED ({stage}): out of memory")
+    except Exception as e:  # a crashing variant fails alone
+        entry.update(error=f"{type(e).__name__}: {e}", failed_at=stage, verified=False)
+        log(f"  {v.name}: FAILED ({stage}): {type(e).__name__}: {e}")
+    finally:
+        fn = own = None  # noqa: F841 - drop the variant's state before the next one is built
+        _free(device)
+    return entry
+
+
+def after_timing(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, precision: str, t) -> None:
+    """Step d's second half: nothing escaped or changed while timed, and the answer is still right."""
+    if t.wall_check and t.wall_check.get("escaped"):
+        raise Failed(f"work escaped the caller's stream: a round of samples took "
+                     f"{t.wall_check['max_wall_over_event_span']:.2f}x longer on the host's clock than its "
+                     f"events span (timed again end to end: {t.median_ms:.4g} ms)")
+    changed = changed_flags(flags)
+    if changed:
+        raise FlagChanged(f"while timed: changed torch's global numerics flags ({'; '.join(changed)})")
+    modified = own.modified("a")
+    if modified:
+        raise Failed(f"while timed: modified input {modified[0]!r}")
+    last = call(fn, own, "a", "after timing", flags)
+    check_outputs(ctx.ref_a, last, precision, (PRECISION_DTYPE[v.precision],) if v.precision else (), "after timing")
+
+
+def reused_results(entry: dict) -> str | None:
+    """SUSPECT when new inputs before every call make it much slower than the timed loop on repeated ones."""
+    fresh, med = entry.get("fresh_input_ms"), entry.get("median_ms")
+    if fresh is None or not med or fresh <= FRESH_RATIO * med + FRESH_SLACK_MS:
         return None
-    chunks, fns = stages(w)
-    ms = {name: time_call(fn, device, budget_s=0.5, agree=agree).median_ms for name, fn in fns.items()}
-    total = sum(ms.values())
-    return {"chunks": chunks, "stage_ms": ms, "serial_ms": chunks * total,
-            "ideal_ms": (chunks - 1) * max(ms.values()) + total}
+    return (f"with new input values before every call it takes {fresh:.4g} ms per call, {fresh / med:.1f}x the "
+            f"timed {med:.4g} ms on repeated inputs: it reuses results of earlier calls")
 
 
-def overlap_pct(median_ms: float, st: dict) -> float | None:
-    """Where a variant lands between serial (0%) and ideal (100%) pipelining."""
-    gap = st["serial_ms"] - st["ideal_ms"]
-    return 100.0 * (st["serial_ms"] - median_ms) / gap if gap > 0 else None
+def profile_variant(fn, v: Variant, ctx: Context) -> dict:
+    """Kernels per call (GPU), and the requested profile or the overlap timeline."""
+    out = {}
+    counts = count_launches(fn) if ctx.device.type == "cuda" else None
+    if counts:
+        out.update(counts)
+    label = f"{ctx.pair.key}/{v.name}"
+    # Overlap pairs always get a timeline next to the report: a trace and its Gantt chart.
+    mode = ctx.profile or ("torch" if ctx.stages and ctx.outdir and ctx.device.type == "cuda" else None)
+    trace = profile_calls(fn, label, mode, ctx.outdir, calls=2 if ctx.stages else 5)
+    if trace:
+        out["trace"] = Path(trace).name
+        if ctx.stages:
+            from common.timeline import draw_gantt
+            png = Path(trace).with_name(Path(trace).name.replace(".trace.json", ".timeline.png"))
+            if draw_gantt(Path(trace), png, f"{label} (2 calls shown)"):
+                out["timeline"] = png.name
+    return out
 
 
+def check_reference(ctx: Context) -> None:
+    """For several processes: the baseline's output on this rank against the single-process reference."""
+    reference = getattr(ctx.pair.baseline.module, "reference", None)
+    if reference is None or not _distributed():
+        return
+    import torch.distributed as dist
+    from common.verify import as_tensors
+    expected = [t.to("cpu") for t in as_tensors(reference(seed=SEEDS[0], rank=dist.get_rank(),
+                                                          world_size=dist.get_world_size(), quick=ctx.quick))]
+    verdict = verify_outputs(expected, ctx.ref_a, ctx.base_precision)
+    if not verdict.ok:
+        raise Failed(f"the baseline disagrees with the single-process reference: {verdict.message}")
+
+
+def speedup_ci(base: dict, var: dict) -> list[float] | None:
+    """The speedup's 95% interval from both medians' intervals (half-widths added in quadrature)."""
+    if not (base.get("median_ci_pct") and var.get("median_ci_pct")) or not var.get("speedup"):
+        return None
+    h = math.hypot(base["median_ci_pct"], var["median_ci_pct"]) / 200
+    return [var["speedup"] * (1 - h), var["speedup"] * (1 + h)]
+
+
+# ----------------------------------------------------------------------------- the pair
 def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: float = 2.0,
-             peaks: dict | None = None, profile: str | None = None, outdir: Path | None = None) -> dict:
+             peaks: dict | None = None, profile: str | None = None, outdir: Path | None = None,
+             progress: Callable[[dict, dict | None], None] = lambda result, doing: None) -> dict:
+    """Verify and time the baseline and every variant; `progress(result, doing)` after each step."""
     device = torch.device(device)
     result = {"chapter": pair.chapter, "name": pair.name, "bound": pair.bound, "status": "ok", "error": None,
-              "device_type": device.type, "baseline": None, "variants": []}
+              "errors": [], "device_type": device.type, "baseline": None, "variants": []}
     if device.type not in pair.devices:
         result.update(status="skipped", error=f"needs {' or '.join(pair.devices).upper()}; this run is on {device.type.upper()}")
         return result
-    agree = _agree_fn()
-    flush = pair.bound == "memory"
-    compute_bound = pair.bound == "compute" and not quick  # a quick run skips the long warm-up
+    if _distributed():
+        import torch.distributed as dist
+        result.update(world_size=dist.get_world_size(), backend=dist.get_backend())
 
-    # 1-2. workload and baseline on two seeds
-    wa, wb = (pair.workload(seed=s, device=device, quick=quick) for s in SEEDS)
-    for w in (wa, wb):
-        complaint = check_inputs_random(w.inputs)
-        if complaint:
-            raise ValueError(f"{pair.key}: {complaint}")
-    result["workload"] = {"flops": wa.flops, "bytes_moved": wa.bytes_moved, "items": wa.items,
-                          "item_name": wa.item_name, "launches": wa.launches, "note": wa.note}
-    log(f"  verifying baseline on seeds {SEEDS}")
-    base_a = pair.baseline.prepare(wa)
-    ref_a = snapshot(base_a())
-    ref_b = snapshot(pair.baseline.prepare(wb)())
-    if not responds_to_inputs(ref_a, ref_b):
-        raise ValueError(f"{pair.key}: the baseline's output is identical for two seeds; it ignores its inputs")
-    base_prec = wa.precision or DTYPE_PRECISION.get(ref_a[0].dtype, "fp32")
-
-    # 3. verification of each variant
-    verdicts = {}
-    for v in pair.variants:
-        if device.type not in v.devices:
-            verdicts[v.name] = None
-            continue
-        log(f"  verifying {v.name}")
-        prec = _variant_precision(v, wa, ref_a)
-        allowed = (PRECISION_DTYPE[v.precision],) if v.precision else ()
-        try:
-            out_a = snapshot(v.prepare(wa)())
-            out_b = snapshot(v.prepare(wb)())
-            va = verify_outputs(ref_a, out_a, prec, allowed)
-            vb = verify_outputs(ref_b, out_b, prec, allowed)
-            verdict = va if not va.ok else vb
-            if verdict.ok:
-                verdict.rel_err, verdict.max_err = max(va.rel_err, vb.rel_err), max(va.max_err, vb.max_err)
-                if not responds_to_inputs(out_a, out_b):
-                    verdict.ok, verdict.message = False, "output is identical for two seeds; it ignores its inputs"
-            verdicts[v.name] = verdict
-        except Exception as e:  # a crashing variant fails alone
-            verdicts[v.name] = e
-            log(f"  {v.name} crashed: {type(e).__name__}: {e}")
-        _free(device)
-    del wb, ref_b
-    _free(device)
-
-    # 4-5. timing
-    stages = stage_times(pair, wa, device, agree)
-    if stages:
-        result["stages"] = stages
-        log(f"  stages per chunk (ms): {', '.join(f'{k} {v:.3f}' for k, v in stages['stage_ms'].items())}; "
-            f"serial {stages['serial_ms']:.3f}, ideal {stages['ideal_ms']:.3f}")
-
-    def timed(v: Variant, fn, prec: str) -> dict:
-        log(f"  timing {v.name} ...")
-        t = time_call(fn, device, flush_l2=flush, budget_s=budget_s, agree=agree, compute_bound=compute_bound)
-        label = f"{pair.key}/{v.name}"
-        # Overlap pairs always get a timeline next to the report: a trace and its Gantt chart.
-        mode = profile or ("torch" if stages and outdir and device.type == "cuda" else None)
-        trace = _profile(fn, label, mode, outdir, calls=2 if stages else 5)
-        entry = {"name": v.name, "file": str(v.path.name), "precision": prec, **t.as_dict(),
-                 **rates(wa, t.median_ms, pair.bound, prec, peaks)}
-        if stages:
-            entry["overlap_pct_of_ideal"] = overlap_pct(t.median_ms, stages)
-        if trace:
-            entry["trace"] = Path(trace).name
-            if stages:
-                from common.timeline import draw_gantt
-                png = Path(trace).with_name(Path(trace).name.replace(".trace.json", ".timeline.png"))
-                if draw_gantt(Path(trace), png, f"{label}: {t.median_ms:.3f} ms per call (2 calls shown)"):
-                    entry["timeline"] = png.name
-        log(f"  {v.name:40s} {t.median_ms:10.4f} ms  (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f}, n={t.samples}"
-            f"x{t.calls_per_sample}, {t.timer}{', ESCAPED STREAM' if t.wall_check and t.wall_check['escaped'] else ''})")
-        return entry
-
-    base_entry = timed(pair.baseline, base_a, base_prec)
-    base_entry.update(speedup=1.0, verified=True, verification={"ok": True, "message": "reference"})
-    result["baseline"] = base_entry
-    del base_a
-    _free(device)
-
-    def fail(reason: str) -> None:  # the pair fails; its error names the first reason
+    def fail(reason: str) -> None:  # the pair fails; its error names the first reason, errors lists them all
         result["status"] = "failed"
         result["error"] = result["error"] or reason
+        result["errors"].append(reason)
 
+    progress(result, {"variant": "baseline", "stage": "workload"})
+    ctx = Context(pair, device, quick, budget_s, peaks, profile, outdir)
+    for name, w in (("seed A", ctx.refs.a), ("seed B", None)):
+        complaint = check_inputs_random(w.inputs if w else ctx.refs.fresh)
+        if complaint:
+            raise ValueError(f"{pair.key}: {complaint} ({name})")
+    check_workload(pair, ctx.refs.a)
+    w = ctx.refs.a
+    result["workload"] = {"flops": w.flops, "bytes_moved": w.bytes_moved, "items": w.items, "item_name": w.item_name,
+                          "launches": w.launches, "note": w.note, "once": list(w.once), "updated": list(w.updated),
+                          "per_call": ctx.refs.per_call, "duplex": w.duplex, "collective": w.collective,
+                          "message_bytes": w.message_bytes}
+
+    progress(result, {"variant": "baseline", "stage": "verify and time"})
+    base = check_and_time(ctx, pair.baseline)
+    base.update(speedup=1.0 if base["verified"] else None)
+    result["baseline"] = base
+    if ctx.stages:
+        result["stages"] = ctx.stages
+    if not base["verified"]:
+        fail(f"baseline failed ({base.get('failed_at')}): {base['error']}")
+        result["variants"] = [{"name": v.name, "file": v.path.name, "summary": v.summary, "kind": v.kind,
+                               "median_ms": None, "speedup": None, "verified": False, "pct_of_ceiling": None,
+                               "error": None, "suspect": None, "skipped": "not run: the baseline failed"}
+                              for v in pair.variants]
+        return result
     for v in pair.variants:
-        verdict = verdicts[v.name]
-        entry = {"name": v.name, "file": str(v.path.name), "summary": v.summary, "median_ms": None,
-                 "speedup": None, "verified": False, "pct_of_ceiling": None, "error": None}
-        if verdict is None:
-            entry.update(skipped=f"needs {' or '.join(v.devices).upper()}")
-        elif isinstance(verdict, Exception):
-            entry.update(error=f"{type(verdict).__name__}: {verdict}")
-            fail(f"{v.name} crashed: {entry['error']}")
-        elif not verdict.ok:
-            entry.update(verification=verdict.as_dict())
-            fail(f"{v.name} failed verification: {verdict.message}")
-            log(f"  {v.name}: FAILED verification: {verdict.message}")
-        else:
-            try:
-                fn = v.prepare(wa)
-                entry.update(timed(v, fn, _variant_precision(v, wa, ref_a)))
-                entry.update(verified=True, verification=verdict.as_dict(),
-                             speedup=base_entry["median_ms"] / entry["median_ms"])
-                del fn
-            except Exception as e:
-                entry.update(error=f"{type(e).__name__}: {e}")
-                fail(f"{v.name} crashed while timed: {entry['error']}")
-        _free(device)
+        progress(result, {"variant": v.name, "stage": "verify and time"})
+        entry = check_and_time(ctx, v)
+        if entry.get("error"):
+            fail(f"{v.name} failed ({entry.get('failed_at')}): {entry['error']}")
+        elif entry["verified"]:
+            entry["speedup"] = base["median_ms"] / entry["median_ms"]
+            entry["speedup_ci"] = speedup_ci(base, entry)
+            if base.get("suspect"):
+                entry["suspect"] = entry["suspect"] or "the baseline's time is suspect"
+            if entry["suspect"]:
+                entry["speedup"] = entry["speedup_ci"] = None
         result["variants"].append(entry)
+    result["suspect"] = [e["name"] for e in [base] + result["variants"] if e.get("suspect")]
     return result
 
 
@@ -280,6 +420,14 @@ def main(argv=None) -> int:
     ap.add_argument("--outdir")
     a = ap.parse_args(argv)
 
+    from common.report import atomic_write_json
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+
+    def progress(result: dict, doing: dict | None) -> None:
+        """Write the result so far: a variant that hangs or crashes the process loses no one else's result."""
+        if rank0:
+            atomic_write_json(Path(a.result), {**result, "in_progress": doing})
+
     device = torch.device(a.device)
     if "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1:
         import torch.distributed as dist
@@ -291,11 +439,18 @@ def main(argv=None) -> int:
             device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     pair = load_pair(a.chapter, a.name, Path(a.baseline), [Path(p) for p in a.optimized])
+    stub = {"chapter": pair.chapter, "name": pair.name, "bound": pair.bound, "status": "ok", "error": None,
+            "errors": [], "baseline": None, "variants": []}
+    progress(stub, {"variant": None, "stage": "starting"})
     peaks = json.loads(Path(a.peaks).read_text()) if a.peaks else None
-    result = run_pair(pair, device, a.quick, a.budget, peaks, a.profile, a.outdir)
-    if int(os.environ.get("RANK", "0")) == 0:
-        from common.report import atomic_write_json
-        atomic_write_json(Path(a.result), result)
+    try:
+        result = run_pair(pair, device, a.quick, a.budget, peaks, a.profile, a.outdir, progress)
+    except Exception as e:  # the pair as a whole cannot run (a bad workload, a contract error): say why
+        traceback.print_exc()
+        reason = f"out of memory: {str(e).splitlines()[0]}" if isinstance(e, torch.cuda.OutOfMemoryError) \
+            else f"{type(e).__name__}: {e}"
+        result = {**stub, "status": "failed", "error": reason, "errors": [reason]}
+    progress(result, None)
     if "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1:
         import torch.distributed as dist
         dist.destroy_process_group()

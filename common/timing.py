@@ -5,11 +5,17 @@ sample covers so that event resolution and launch jitter do not dominate;
 bracket each sample with CUDA events on the current stream without syncing
 between samples (the queue stays full, as in a training loop); optionally
 scrub L2 before each sample; repeat until the median's 95% confidence
-interval is under 1% of it or the time budget is spent. Then a host
-wall-clock cross-check: work that escapes the timed stream (a side stream
-nobody joins) finishes after the end event, so the wall clock sees it and
-the events do not. Such a variant is re-timed with a device-wide sync
-around every sample and marked.
+interval is under 1% of it or the time budget is spent.
+
+Every round of samples (about 50 ms of work) ends with a device-wide sync, and
+its host wall time is compared with the span its events cover on the caller's
+stream. Work that escapes that stream (a side stream nobody joins) finishes
+after the last event: the wall clock sees it and the events do not. A round
+whose wall time exceeds its event span by more than 5% marks the variant, and
+it is re-timed with a device-wide sync around every sample. (The harness also
+reads each verified output on the caller's stream before a device-wide sync;
+an output still being written by unjoined work fails verification there, see
+common.run.)
 
 CPU: the same loop with time.perf_counter.
 """
@@ -32,8 +38,8 @@ MAX_CALLS_PER_SAMPLE = 1000
 MEDIAN_CI_TARGET = 0.01     # stop when the median's 95% CI is under 1% of it
 MIN_SAMPLES = 10
 MAX_SAMPLES = 20000
-ESCAPE_RATIO = 1.25         # wall clock over event time beyond which work escaped
-ESCAPE_SLACK_S = 2e-4       # covers the sync itself and the first launch
+ESCAPE_RATIO = 1.05         # a round's wall time over its event span beyond which work escaped
+ESCAPE_SLACK_S = 2e-4       # covers the first launch and the closing sync (tens of µs each)
 
 
 @dataclasses.dataclass
@@ -85,7 +91,7 @@ def summarize(per_call_s: list[float], calls: int, timer: str, flush: bool, warm
         timer=timer, l2_flush=flush, median_ci_pct=100 * median_ci_rel(xs), warmup_calls=warmup)
 
 
-class _L2Scrubber:
+class L2Scrubber:
     """Writes a buffer twice the size of L2 so the next call starts with a cold cache."""
 
     def __init__(self, device: torch.device):
@@ -164,12 +170,21 @@ def _round_size(est_sample_s: float) -> int:
     return max(5, min(200, int(0.05 / max(est_sample_s, 1e-6))))
 
 
-def _sample_events(fn, device, calls, flush, budget_s, est_s, agree) -> list[float]:
+def escaped(wall_s: float, event_span_s: float) -> bool:
+    """Did a round take longer on the host's clock than on the caller's stream (beyond launch and sync)?"""
+    return wall_s > ESCAPE_RATIO * event_span_s + ESCAPE_SLACK_S
+
+
+def _sample_events(fn, device, calls, flush, budget_s, est_s, agree) -> tuple[list[float], dict]:
+    """Per-call times from CUDA events, and the rounds' wall-clock check."""
     per_call: list[float] = []
     started = time.perf_counter()
     rnd = _round_size(est_s * calls)
+    rounds, worst, caught = 0, 0.0, False
     while not _enough(per_call, started, budget_s, agree):
         pending = []
+        torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
         for _ in range(rnd):
             if flush:
                 flush()
@@ -180,8 +195,13 @@ def _sample_events(fn, device, calls, flush, budget_s, est_s, agree) -> list[flo
             e.record()
             pending.append((s, e))
         torch.cuda.synchronize(device)
+        wall = time.perf_counter() - t0
+        span = pending[0][0].elapsed_time(pending[-1][1]) * 1e-3  # first start to last end, gaps included
+        rounds += 1
+        worst = max(worst, wall / span if span > 0 else math.inf)
+        caught = caught or escaped(wall, span)
         per_call.extend(s.elapsed_time(e) * 1e-3 / calls for s, e in pending)
-    return per_call
+    return per_call, {"rounds": rounds, "max_wall_over_event_span": worst, "escaped": caught}
 
 
 def _sample_wall(fn, device, calls, flush, budget_s, agree) -> list[float]:
@@ -200,22 +220,42 @@ def _sample_wall(fn, device, calls, flush, budget_s, agree) -> list[float]:
     return per_call
 
 
-def wall_cross_check(fn, device, est_s: float) -> dict:
-    """Run ~20 ms of calls between two events and two device-wide syncs; compare the clocks."""
-    n = max(3, min(5000, int(0.02 / max(est_s, 1e-7))))
-    torch.cuda.synchronize(device)
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t0 = time.perf_counter()
-    s.record()
-    for _ in range(n):
-        fn()
-    e.record()
-    torch.cuda.synchronize(device)
-    wall = time.perf_counter() - t0
-    event = s.elapsed_time(e) * 1e-3
-    escaped = wall > ESCAPE_RATIO * event + ESCAPE_SLACK_S
-    return {"calls": n, "event_ms_per_call": 1e3 * event / n, "wall_ms_per_call": 1e3 * wall / n,
-            "escaped": escaped}
+FRESH_RATIO = 1.5       # slower by this much on new inputs than on repeated ones: results are reused
+FRESH_SLACK_MS = 0.02   # host noise around a synced loop
+
+
+def ms_with_fresh_inputs(fn: Callable[[], Any], feed: Callable[[int], Any], device: torch.device, est_s: float,
+                         agree: Callable[[float], float] = lambda x: x, host_inputs: bool = False,
+                         limit_ms: float | None = None) -> float:
+    """Per-call time when every call gets new input values, net of the cost of writing them.
+
+    The timed loop calls `fn` on the same inputs again and again, which a real loop never does: a
+    variant that keeps results of earlier calls (keyed on the inputs' contents, say) would look fast
+    there and nowhere else. Here seeds alternate before every call, and the time of the same feeds
+    alone is subtracted. Host-side inputs may still be read by the previous call's copies, so with
+    `host_inputs` each feed first waits for the caller's stream. The best of up to three attempts
+    is kept (a busy host only ever adds time); it stops early once under `limit_ms`.
+    """
+    n = int(agree(max(6, min(5000, int(0.05 / max(est_s, 1e-6))))))
+
+    def loop(with_call: bool) -> float:
+        _sync(device)
+        t0 = time.perf_counter()
+        for i in range(n):
+            if host_inputs and device.type == "cuda":
+                torch.cuda.current_stream().synchronize()
+            feed(i % 2)
+            if with_call:
+                fn()
+        _sync(device)
+        return time.perf_counter() - t0
+
+    best = math.inf
+    for _ in range(3):
+        best = min(best, agree(max(0.0, loop(True) - loop(False)) / n * 1e3))
+        if limit_ms is not None and agree(float(best > limit_ms)) == 0.0:
+            break
+    return best
 
 
 def gpu_state(device: torch.device) -> dict | None:
@@ -244,13 +284,15 @@ def _alone(x: float) -> float:
     return x
 
 
-def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool = False,
+def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool | Callable[[], Any] = False,
               budget_s: float = 2.0, agree: Callable[[float], float] = _alone,
               compute_bound: bool = False) -> Timing:
     """Median per-call time of `fn` on `device` (see the module docstring for the method).
 
-    `compute_bound` work on a GPU warms up for at least COMPUTE_WARMUP_S (see warm_up).
-    `agree` reduces a number across processes (max); the default is a single process.
+    `flush_l2` is True (make a scrubber here) or a scrubber made by the caller (so its buffer is
+    allocated outside a variant's memory measurement). `compute_bound` work on a GPU warms up for
+    at least COMPUTE_WARMUP_S (see warm_up). `agree` reduces a number across processes (max); the
+    default is a single process.
     """
     device = torch.device(device)
     min_warmup_s = COMPUTE_WARMUP_S if compute_bound and device.type == "cuda" else WARMUP_MIN_S
@@ -259,10 +301,9 @@ def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool = F
     if device.type != "cuda":
         per_call = _sample_wall(fn, device, calls, None, budget_s, agree)
         return summarize(per_call, calls, "cpu_wall", False, warm)
-    flush = _L2Scrubber(device) if flush_l2 else None
-    per_call = _sample_events(fn, device, calls, flush, budget_s, est, agree)
+    flush = (L2Scrubber(device) if flush_l2 is True else flush_l2) or None
+    per_call, check = _sample_events(fn, device, calls, flush, budget_s, est, agree)
     state = gpu_state(device)
-    check = wall_cross_check(fn, device, agree(statistics.median(per_call)))
     check["escaped"] = bool(agree(float(check["escaped"])))
     if check["escaped"]:
         per_call = _sample_wall(fn, device, calls, flush, budget_s, agree)

@@ -1,0 +1,87 @@
+"""Each variant's own copy of the workload, and what the harness checks on it.
+
+Every variant (the baseline too) gets a workload built afresh from the seed, so a variant that
+writes into its inputs harms nobody else. The harness keeps two untouched references beside it:
+the seed-A workload as built, and seed B's values of the per-call inputs. With them it can
+
+- feed:      overwrite the per-call inputs in place with seed A's or seed B's values, as a real
+             loop fills its input buffers with the next batch (the prepared callable must then
+             return the new answer: its work happens when it is called);
+- restore:   put the state a call updates by design (Workload.updated) back before a
+             verification call;
+- modified:  name every input a call changed that it had no right to change.
+"""
+from __future__ import annotations
+
+import torch
+
+from common.pair import ContractError, Pair, Workload
+from common.verify import same_bits
+
+SEEDS = (1234, 98765)
+
+
+def tensor_names(w: Workload) -> list[str]:
+    return [k for k, v in w.inputs.items() if isinstance(v, torch.Tensor)]
+
+
+class References:
+    """The untouched inputs every variant's copy is fed from and checked against."""
+
+    def __init__(self, pair: Pair, device: torch.device, quick: bool):
+        self.pair, self.device, self.quick = pair, device, quick
+        self.a = pair.workload(seed=SEEDS[0], device=device, quick=quick)
+        b = pair.workload(seed=SEEDS[1], device=device, quick=quick)
+        self.per_call = self.a.per_call()           # includes the declared state (it is not prepared once)
+        self.fresh = {k: b.inputs[k] for k in self.per_call}   # seed B's per-call values; B's weights are dropped
+        del b
+
+    def own_copy(self) -> "OwnInputs":
+        return OwnInputs(self)
+
+
+class OwnInputs:
+    """One variant's workload, built from seed A, and the checks against the references."""
+
+    def __init__(self, refs: References):
+        self.refs = refs
+        self.w = refs.pair.workload(seed=SEEDS[0], device=refs.device, quick=refs.quick)
+        differ = self.modified("a")
+        if differ:
+            raise ContractError(f"{refs.pair.key}: workload(seed) built twice gives different {differ[0]!r}; "
+                                f"draw every input from the seed's generator")
+        self.fed = "a"
+
+    def feed(self, which: str) -> None:
+        """Overwrite the per-call inputs (and the declared state) in place with seed `which`'s values."""
+        src = self.refs.a.inputs if which == "a" else self.refs.fresh
+        # Through .data: the tensor's version counter does not move, so a cache keyed on it (or on the
+        # data pointer) sees "unchanged" input and is caught returning its old answer.
+        with torch.no_grad():
+            for k in self.refs.per_call:
+                self.w.inputs[k].data.copy_(src[k])
+        self.fed = which
+
+    def restore_state(self) -> None:
+        """Put the state a call updates by design back to the values of the seed last fed."""
+        src = self.refs.a.inputs if self.fed == "a" else self.refs.fresh
+        with torch.no_grad():
+            for k in self.refs.a.updated:
+                self.w.inputs[k].data.copy_(src[k])
+
+    def expected(self, name: str, which: str) -> torch.Tensor:
+        if which == "b" and name in self.refs.fresh:
+            return self.refs.fresh[name]
+        return self.refs.a.inputs[name]
+
+    def modified(self, which: str | None = None) -> list[str]:
+        """Inputs (other than the declared state) whose values differ from what was last fed."""
+        which = which or self.fed
+        out = []
+        for k in tensor_names(self.refs.a):
+            if k in self.refs.a.updated:
+                continue
+            mine = self.w.inputs.get(k)
+            if not isinstance(mine, torch.Tensor) or not same_bits(mine, self.expected(k, which)):
+                out.append(k)
+        return out

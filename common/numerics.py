@@ -1,0 +1,92 @@
+"""Torch's global numerics flags: one known state for every variant, set and checked by the harness.
+
+A flag such as `torch.backends.cuda.matmul.allow_tf32` changes what every later matmul in the
+process computes. If a variant could set it, the flag would leak into the next variant's timing
+(an fp32 baseline timed on TF32 tensor cores reads as 660% of the fp32 ceiling). So the harness
+puts the flags in one state before each variant's prepare(), verification and timing, and checks
+after each that the variant left them alone. A variant that wants lower precision says
+`PRECISION = "tf32"`; the harness turns TF32 on for it, and only for it.
+
+The state is PyTorch's default with one change: cuDNN's TF32 is off too, so "fp32" means fp32
+for convolutions as well as matmuls.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+
+def read_flags() -> dict:
+    """Every flag that changes what a numerical op computes or how it is chosen."""
+    m = torch.backends.cuda.matmul
+    return {
+        "matmul.allow_tf32": bool(m.allow_tf32),
+        "cudnn.allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "matmul.allow_bf16_reduced_precision_reduction": bool(m.allow_bf16_reduced_precision_reduction),
+        "matmul.allow_fp16_reduced_precision_reduction": bool(m.allow_fp16_reduced_precision_reduction),
+        "cudnn.benchmark": bool(torch.backends.cudnn.benchmark),
+        "cudnn.deterministic": bool(torch.backends.cudnn.deterministic),
+        "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
+        "default_dtype": str(torch.get_default_dtype()),
+    }
+
+
+def wanted_flags(precision: str | None) -> dict:
+    """The state a variant of this declared PRECISION runs in (None: the baseline's state)."""
+    tf32 = precision == "tf32"
+    return {
+        "matmul.allow_tf32": tf32,
+        "cudnn.allow_tf32": tf32,
+        "float32_matmul_precision": "high" if tf32 else "highest",
+        "matmul.allow_bf16_reduced_precision_reduction": True,   # PyTorch's defaults
+        "matmul.allow_fp16_reduced_precision_reduction": True,
+        "cudnn.benchmark": False,
+        "cudnn.deterministic": False,
+        "deterministic_algorithms": False,
+        "default_dtype": "torch.float32",
+    }
+
+
+def apply_flags(flags: dict) -> None:
+    m = torch.backends.cuda.matmul
+    torch.set_float32_matmul_precision(flags["float32_matmul_precision"])
+    m.allow_tf32 = flags["matmul.allow_tf32"]
+    torch.backends.cudnn.allow_tf32 = flags["cudnn.allow_tf32"]
+    m.allow_bf16_reduced_precision_reduction = flags["matmul.allow_bf16_reduced_precision_reduction"]
+    m.allow_fp16_reduced_precision_reduction = flags["matmul.allow_fp16_reduced_precision_reduction"]
+    torch.backends.cudnn.benchmark = flags["cudnn.benchmark"]
+    torch.backends.cudnn.deterministic = flags["cudnn.deterministic"]
+    torch.use_deterministic_algorithms(flags["deterministic_algorithms"])
+    torch.set_default_dtype(getattr(torch, flags["default_dtype"].split(".")[-1]))
+
+
+def changed_flags(expected: dict) -> list[str]:
+    """'name: expected -> now' for every flag that differs from `expected`."""
+    now = read_flags()
+    return [f"{k} {expected[k]} -> {now[k]}" for k in expected if now[k] != expected[k]]
+
+
+class FlagChanged(Exception):
+    """A variant changed a global numerics flag; the message names it."""
+
+
+@contextlib.contextmanager
+def numerics(precision: str | None):
+    """Run a block in the flags for `precision`; fail if the block changes them; restore them after.
+
+    Raises FlagChanged after the block when any flag differs from what was set. The flags are
+    restored in every case, so nothing leaks into the next variant.
+    """
+    before = read_flags()
+    want = wanted_flags(precision)
+    apply_flags(want)
+    try:
+        yield
+        changed = changed_flags(want)
+        if changed:
+            raise FlagChanged("changed torch's global numerics flags (" + "; ".join(changed)
+                              + "); ask for lower precision with PRECISION = '...' instead")
+    finally:
+        apply_flags(before)

@@ -1,0 +1,136 @@
+"""The physics check: no verified result may beat the floor its own workload implies.
+
+A call must move at least `bytes_moved` through the resource its bound names, so it cannot take
+less than bytes_moved / (the measured bandwidth of that resource):
+    memory, compute, launch   device memory   copy_gbps (a 1 GiB device copy, read + write)
+    transfer                  the host link   h2d_gbps, or duplex_gbps when the workload moves
+                                              data both ways at once (Workload.duplex)
+    link                      GPU to GPU      p2p_gbps
+A result more than 10% under that floor did not do the work it claims (it returned something
+computed earlier, its work escaped the timer), or the ceilings are wrong (measured while the
+machine was busy). Either way its speedup is not a result: the report marks it SUSPECT with the
+reason.
+
+Device memory's floor applies only to workloads at least 4x the largest cache (the GPU's L2, the
+CPU's last-level cache): a smaller working set can be served from cache faster than from memory,
+and beating a DRAM floor from cache is no fault. The host link and GPU-to-GPU links have no cache
+in front of them, so their floors always apply.
+
+The baseline is also held to its FLOP floor (flops / the matmul rate of its precision): that floor
+describes the baseline's algorithm. A variant may change the algorithm (fewer FLOPs, a cheaper
+precision), so variants are held to the bytes floor only.
+"""
+from __future__ import annotations
+
+from common.pair import Workload
+
+import functools
+from pathlib import Path
+
+SLACK = 1.10  # a result may beat a floor by up to 10% (the ceilings' own noise, L2 hits) before it is suspect
+
+
+CACHE_FACTOR = 4      # a working set this many times the largest cache cannot hide in it
+
+
+@functools.lru_cache(maxsize=None)
+def cache_bytes(device_type: str) -> int:
+    """The largest cache in front of the memory a bound names: the GPU's L2, or the CPU's last level."""
+    if device_type == "cuda":
+        import torch
+        return int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)
+                   or 64 << 20)
+    sizes = []
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = f.read_text().strip().upper()
+        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        try:
+            sizes.append(int(text.rstrip("KMG")) * mult)
+        except ValueError:
+            pass
+    return max(sizes, default=64 << 20)
+
+
+def bandwidth_for(bound: str, w: Workload, peaks: dict) -> tuple[str, float] | None:
+    """(ceiling name, GB/s) that `bytes_moved` crosses for this bound, or None where it was not measured."""
+    if bound == "transfer":
+        key = "duplex_gbps" if w.duplex else "h2d_gbps"
+    elif bound == "link":
+        key = "p2p_gbps"
+    else:
+        key = "copy_gbps"
+    value = peaks.get(key)
+    return (key, value) if value else None
+
+
+def floors_ms(w: Workload, bound: str, peaks: dict, precision: str, algorithm_fixed: bool,
+              cache: int = 0) -> list[tuple[str, float]]:
+    """[(description, floor in ms)] that apply to one call; `cache` is the largest cache's size in bytes."""
+    out = []
+    bw = bandwidth_for(bound, w, peaks) if w.bytes_moved else None
+    if bw and (bw[0] != "copy_gbps" or w.bytes_moved >= CACHE_FACTOR * cache):
+        out.append((f"{w.bytes_moved / 1e6:.4g} MB at {bw[1]:.4g} GB/s ({bw[0]})", w.bytes_moved / (bw[1] * 1e9) * 1e3))
+    rate = (peaks.get("matmul_tflops") or {}).get(precision)
+    if algorithm_fixed and w.flops and rate:
+        out.append((f"{w.flops / 1e9:.4g} GFLOP at {rate:.4g} TFLOP/s ({precision} matmul)", w.flops / (rate * 1e12) * 1e3))
+    return out
+
+
+def suspect_reason(median_ms: float | None, w: Workload, bound: str, peaks: dict | None, precision: str,
+                   is_baseline: bool, cache: int = 0) -> str | None:
+    """Why a verified time is physically implausible, or None when it is not."""
+    if not median_ms or not peaks:
+        return None
+    for what, floor in floors_ms(w, bound, peaks, precision, algorithm_fixed=is_baseline, cache=cache):
+        if median_ms * SLACK < floor:
+            return (f"{median_ms:.4g} ms is {floor / median_ms:.2f}x faster than the floor its workload implies "
+                    f"({what}: {floor:.4g} ms); the call did not do that work, or the ceilings are wrong "
+                    f"(re-measure them with --peaks on an idle machine)")
+    return None
+
+
+BUS_FACTOR = {  # nccl-tests' bus bandwidth: busbw = algbw x factor(n), n ranks
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "send_recv": lambda n: 1.0,
+}
+
+
+def achieved(w: Workload, median_ms: float, bound: str, precision: str, peaks: dict | None,
+             cache: int = 0, world_size: int = 1) -> dict:
+    """Achieved rates and the share of the ceiling for the pair's bound.
+
+    Memory-bound work whose working set fits in cache gets no share of the memory ceiling: a rate
+    served from cache says nothing about DRAM (and would read as more than 100%).
+    """
+    from common.peaks import ceiling_for
+
+    s = median_ms * 1e-3
+    out = {"tflops": w.flops / s / 1e12 if w.flops else None,
+           "gbps": w.bytes_moved / s / 1e9 if w.bytes_moved else None,
+           "items_per_s": w.items / s if w.items else None,
+           "arithmetic_intensity": w.flops / w.bytes_moved if w.flops and w.bytes_moved else None,
+           "pct_of_ceiling": None, "ceiling": None}
+    if w.collective and w.message_bytes:
+        algbw = w.message_bytes / s / 1e9
+        out.update(algbw_gbps=algbw, busbw_gbps=algbw * BUS_FACTOR[w.collective](world_size))
+    if not peaks:
+        return out
+    ceiling = ceiling_for(bound, precision, peaks, duplex=w.duplex)
+    if bound == "launch":  # how far from the roofline floor for this much work
+        floors = [f for _, f in floors_ms(w, "memory", peaks, precision, algorithm_fixed=True)]
+        if floors:
+            out["ceiling"] = "roofline_floor_ms"
+            out["pct_of_ceiling"] = 100 * max(floors) / median_ms
+        return out
+    if ceiling is None or (bound == "memory" and w.bytes_moved < CACHE_FACTOR * cache):
+        return out
+    name, value = ceiling
+    rate = out["busbw_gbps"] if bound == "link" and "busbw_gbps" in out else (
+        out["gbps"] if bound in ("memory", "transfer", "link") else out["tflops"])
+    if rate is not None:
+        out["ceiling"] = name
+        out["pct_of_ceiling"] = 100 * rate / value
+    return out

@@ -1,0 +1,78 @@
+"""Profile a few calls of a prepared callable: a torch.profiler trace, an nsys/ncu capture range,
+and the number of kernels and launch calls one call makes.
+
+The counts answer "how many kernels does this step launch?" with a measurement rather than a
+comment: a CUDA graph replays many kernels from one launch call, a fused kernel replaces several.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from common import nvtx
+
+
+def torch_trace(fn, label: str, outdir: Path, calls: int = 5) -> str:
+    from torch.profiler import ProfilerActivity, profile, record_function
+    Path(outdir).mkdir(parents=True, exist_ok=True)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=acts) as prof:
+        for _ in range(calls):
+            with record_function(label), nvtx.range(label):
+                fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    path = Path(outdir) / f"{label.replace('/', '__')}.trace.json"
+    prof.export_chrome_trace(str(path))
+    return str(path)
+
+
+def capture_range(fn, label: str, calls: int = 5) -> None:
+    """nsys / ncu wrap this process and capture between cudaProfilerStart and Stop."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+    with nvtx.range(label):
+        for _ in range(calls):
+            fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+
+
+def profile_calls(fn, label: str, mode: str | None, outdir: Path | None, calls: int = 5) -> str | None:
+    """Run a few calls again under the requested profiler; returns the trace path for "torch"."""
+    if not mode:
+        return None
+    if mode == "torch":
+        return torch_trace(fn, label, outdir, calls)
+    capture_range(fn, label, calls)
+    return None
+
+
+def count_launches(fn, calls: int = 3) -> dict | None:
+    """Kernels executed and launch API calls made per call, from torch.profiler (GPU only).
+
+    kernels_per_call counts GPU kernel executions (a graph replay counts each kernel it runs);
+    launch_calls_per_call counts the host's launch API calls (cudaLaunchKernel, cuLaunchKernel,
+    cudaGraphLaunch, ...). None where there is no GPU or the profiler is unavailable.
+    """
+    if not torch.cuda.is_available():
+        return None
+    try:
+        from torch.autograd import DeviceType
+        from torch.profiler import ProfilerActivity, profile
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+        events = prof.events()
+        kernels = sum(1 for e in events if e.device_type == DeviceType.CUDA
+                      and not e.name.startswith(("Memcpy", "Memset", "[memory]")))
+        launches = sum(1 for e in events if e.device_type == DeviceType.CPU and "Launch" in e.name
+                       and e.name.startswith(("cuda", "cu")))
+        return {"kernels_per_call": kernels / calls, "launch_calls_per_call": launches / calls}
+    except Exception:  # a profiler that cannot start here costs the counts, not the run
+        return None

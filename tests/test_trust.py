@@ -1,0 +1,145 @@
+"""The harness catches each class of fault that makes a timed result untrustworthy (CPU, and GPU where needed).
+
+Fixtures: tests/fixtures/ch80 (one variant per fault, correct variants sorted after the offenders),
+ch81 (a workload whose claimed bytes no call can move that fast), ch92 (work left on a side stream).
+"""
+import json
+
+import pytest
+import torch
+
+from common.inputs import References
+from common.numerics import FlagChanged, numerics, read_flags, wanted_flags
+from common.pair import Workload
+from common.physics import suspect_reason
+from common.timing import escaped
+from common.verify import verify_outputs
+from conftest import FIXTURES
+
+
+@pytest.fixture(scope="module")
+def trust_run(tmp_path_factory):
+    from conftest import bench
+    out = tmp_path_factory.mktemp("trust")
+    proc = bench("--root", str(FIXTURES), "--chapter", "80", "--chapter", "81", "--quick", "--device", "cpu",
+                 "--output", str(out))
+    doc = json.loads((out / "results.json").read_text())
+    pairs = {p["name"]: p for p in doc["pairs"]}
+    return proc, pairs, (out / "summary.md").read_text()
+
+
+def variants(pair):
+    return {v["name"].replace("optimized_trust_", "").replace("optimized_", ""): v for v in pair["variants"]}
+
+
+def test_each_fault_class_fails_or_is_suspect(trust_run):
+    proc, pairs, _ = trust_run
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    v = variants(pairs["trust"])
+    assert "modified input 'x'" in v["a_inplace"]["error"]
+    assert "computed before the call" in v["c_precomputed"]["error"]
+    assert "computed before the call" in v["d_version_cache"]["error"]
+    assert "numerics flags" in v["f_tf32"]["error"] and "allow_tf32" in v["f_tf32"]["error"]
+    assert "max element" in v["h_wrong_tile"]["error"]
+    for name in ("a_inplace", "c_precomputed", "d_version_cache", "f_tf32", "h_wrong_tile"):
+        assert v[name]["verified"] is False and v[name]["speedup"] is None, name
+    memo = v["e_memo"]
+    assert memo["verified"] and memo["suspect"] and "reuses results" in memo["suspect"]
+    assert memo["speedup"] is None
+
+
+def test_a_correct_variant_after_a_mutating_one_still_verifies(trust_run):
+    _, pairs, _ = trust_run
+    v = variants(pairs["trust"])
+    for name in ("b_correct", "g_flags_seen"):  # g refuses to run if TF32 leaked from f
+        assert v[name]["verified"] and v[name]["error"] is None and v[name]["speedup"] > 0, v[name]
+        assert not v[name]["suspect"], v[name]["suspect"]
+    assert pairs["trust"]["baseline"]["verified"]
+
+
+def test_every_failure_of_a_pair_is_listed(trust_run):
+    _, pairs, summary = trust_run
+    assert len(pairs["trust"]["errors"]) == 5
+    for name in ("a_inplace", "c_precomputed", "d_version_cache", "f_tf32", "h_wrong_tile"):
+        assert name in summary
+
+
+def test_a_result_beyond_the_physical_floor_is_suspect_and_has_no_speedup(trust_run):
+    _, pairs, summary = trust_run
+    claims = pairs["claims"]
+    assert "floor its workload implies" in claims["baseline"]["suspect"]
+    (var,) = claims["variants"]
+    assert var["verified"] and var["suspect"] and var["speedup"] is None
+    assert "SUSPECT" in summary
+
+
+def test_a_wrong_tile_fails_where_the_norm_alone_would_pass():
+    g = torch.Generator().manual_seed(0)
+    ref = torch.nn.functional.gelu(torch.randn(4096, 4096, generator=g), approximate="tanh")
+    assert verify_outputs([ref], [ref.bfloat16().float()], "bf16").ok  # a correct bf16 result passes
+    bad = ref.clone()
+    bad[1024:1152, 2048:2176] *= 1.15  # one 128 x 128 tile 15% wrong
+    norm_err = float((bad - ref).norm() / ref.norm())
+    assert norm_err < 1e-2  # the norm-wise bound alone would let it through
+    verdict = verify_outputs([ref], [bad], "bf16")
+    assert not verdict.ok and "max element" in verdict.message
+
+
+def test_the_round_check_catches_five_percent_but_not_launch_noise():
+    assert escaped(wall_s=0.0525 + 3e-4, event_span_s=0.050)   # 5% of a 50 ms round left on a side stream
+    assert escaped(wall_s=0.055, event_span_s=0.050)           # 10%
+    assert not escaped(wall_s=0.050 + 1e-4, event_span_s=0.050)  # launch + sync latency only
+
+
+def test_numerics_flags_are_set_checked_and_restored():
+    before = read_flags()
+    with numerics("tf32"):
+        assert torch.backends.cuda.matmul.allow_tf32
+    assert read_flags() == before
+    with pytest.raises(FlagChanged, match="allow_tf32"):
+        with numerics(None):
+            torch.backends.cuda.matmul.allow_tf32 = True
+    assert read_flags() == before and wanted_flags(None)["matmul.allow_tf32"] is False
+
+
+def test_the_physics_check_uses_the_bound_s_own_ceiling():
+    peaks = {"copy_gbps": 3000.0, "h2d_gbps": 50.0, "duplex_gbps": 100.0, "matmul_tflops": {"fp32": 50.0, "bf16": 700.0}}
+    x = torch.zeros(1)
+    one_way = Workload(inputs={"x": x}, bytes_moved=1e9)
+    both = Workload(inputs={"x": x}, bytes_moved=1e9, duplex=True)
+    # 1 GB over a 50 GB/s link takes 20 ms; both ways at 100 GB/s, 10 ms
+    assert suspect_reason(15.0, one_way, "transfer", peaks, "fp32", False)
+    assert suspect_reason(15.0, both, "transfer", peaks, "fp32", False) is None
+    assert suspect_reason(8.0, both, "transfer", peaks, "fp32", False)
+    # FLOP floors hold the baseline (its algorithm), not a variant that may change the algorithm
+    gemm = Workload(inputs={"x": x}, flops=1e12)  # 20 ms at 50 TFLOP/s
+    assert suspect_reason(10.0, gemm, "compute", peaks, "fp32", is_baseline=True)
+    assert suspect_reason(10.0, gemm, "compute", peaks, "fp32", is_baseline=False) is None
+    # device memory's floor does not apply to a working set that fits in cache
+    small = Workload(inputs={"x": x}, bytes_moved=1e6)
+    assert suspect_reason(1e-6, small, "memory", peaks, "fp32", False, cache=50 << 20) is None
+
+
+def test_feeding_new_inputs_does_not_move_the_version_counter():
+    from common.discover import load_pair
+    base = FIXTURES / "ch80" / "baseline_trust.py"
+    pair = load_pair(80, "trust", base, [FIXTURES / "ch80" / "optimized_trust_b_correct.py"])
+    refs = References(pair, torch.device("cpu"), quick=True)
+    own = refs.own_copy()
+    x = own.w.inputs["x"]
+    version = x._version
+    own.feed("b")
+    assert x._version == version and torch.equal(x, refs.fresh["x"])
+    assert own.modified() == []
+    x.add_(1)
+    assert own.modified() == ["x"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (side streams)")
+def test_work_left_on_a_side_stream_is_caught(run_bench, tmp_path):
+    proc = run_bench("--root", str(FIXTURES), "--chapter", "92", "--output", str(tmp_path))
+    (pair,) = json.loads((tmp_path / "results.json").read_text())["pairs"]
+    v = {x["name"]: x for x in pair["variants"]}
+    for name in ("optimized_sidestream_escaped", "optimized_sidestream_partial"):
+        assert v[name]["verified"] is False and "never waits" in (v[name]["error"] or ""), v[name]
+    assert proc.returncode == 1
