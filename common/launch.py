@@ -1,25 +1,43 @@
 """Start one process per pair, with a timeout, and collect what each one reports.
 
-A pair that crashes, raises a CUDA error, runs out of memory or outlives its
-timeout is recorded as failed with the last lines it printed; the next pair
-still runs. Pairs with NPROC > 1 start through torchrun.
+The worker (`python -m common.run ... --result PATH`) writes PATH as soon as
+its pair is loaded and rewrites it after every stage, with the variants
+finished so far and `in_progress` naming the variant and stage it is in. So:
+
+- the timeout clock starts when PATH first appears: the interpreter's start,
+  the torch import and loading the pair files are not counted (they get
+  STARTUP_S on their own, and a worker that does not get that far is
+  reported as "did not start");
+- a pair that crashes, runs out of memory or outlives its timeout keeps the
+  variants it finished; the one it was in is named and failed, the ones it
+  never reached are listed as not run;
+- the worker runs in its own session, so a Ctrl-C in the terminal never
+  hits it mid-write; it is this module that stops it (its whole process
+  group: torchrun's ranks, nsys, ncu), on a timeout and on an interrupt.
+
+Pairs with NPROC > 1 start through torchrun.
 """
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from common.pair import REPO_ROOT
 
 TAIL_LINES = 12
+STARTUP_S = 120.0   # interpreter, torch import, pair files: before the worker's first result file
+POLL_S = 0.2
 
 
 def _pump(stream, prefix: str, tail: collections.deque, echo: bool):
@@ -59,43 +77,158 @@ def worker_command(chapter: int, name: str, baseline: Path, optimized: list[Path
     return cmd
 
 
+@dataclasses.dataclass
+class WorkerRun:
+    """How one worker process ended, and the last result file it wrote (None if none)."""
+    rc: int | None             # exit status; None when we stopped it
+    stopped: str | None        # "timeout" or "startup" when we stopped it
+    timeout_s: float
+    startup_limit_s: float
+    elapsed_s: float           # from the process's start
+    startup_s: float | None    # until the first result file appeared
+    tail: list[str]
+    result: dict | None
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Kill the worker's process group (it has its own session) and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def read_result(path: Path) -> dict | None:
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError):  # not written yet; the worker writes atomically, so never half a file
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def watch(cmd: list[str], result_path: Path, *, timeout_s: float, startup_s: float = STARTUP_S,
+          env: dict | None = None, echo: bool = True) -> WorkerRun:
+    """Run `cmd` until it exits, outlives `timeout_s` after its first result file, or writes none in `startup_s`.
+
+    On any exception here (KeyboardInterrupt, the SIGTERM handler's) the worker is stopped before it propagates.
+    """
+    tail: collections.deque = collections.deque(maxlen=TAIL_LINES)
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    pump = threading.Thread(target=_pump, args=(proc.stdout, "    ", tail, echo), daemon=True)
+    pump.start()
+    started = stopped = rc = None
+    try:
+        while rc is None:
+            try:
+                rc = proc.wait(timeout=POLL_S)
+            except subprocess.TimeoutExpired:
+                now = time.monotonic()
+                if started is None and Path(result_path).exists():
+                    started = now
+                if started is None and now - t0 > startup_s:
+                    stopped = "startup"
+                elif started is not None and now - started > timeout_s:
+                    stopped = "timeout"
+                if stopped:
+                    _stop(proc)
+                    break
+    except BaseException:
+        _stop(proc)
+        pump.join(timeout=2)
+        raise
+    pump.join(timeout=5)
+    if started is None and Path(result_path).exists():
+        started = time.monotonic()
+    return WorkerRun(rc=rc, stopped=stopped, timeout_s=timeout_s, startup_limit_s=startup_s,
+                     elapsed_s=time.monotonic() - t0, startup_s=None if started is None else started - t0,
+                     tail=list(tail), result=read_result(result_path))
+
+
+def _blank(name: str, files: dict[str, str], **fields) -> dict:
+    return {"name": name, "file": files.get(name), "median_ms": None, "speedup": None, "verified": False,
+            "pct_of_ceiling": None, "error": None, **fields}
+
+
+def settle(run: WorkerRun, *, chapter: int, name: str, bound: str, files: dict[str, Path]) -> dict:
+    """The pair's result from how its worker ended: the worker's own when it finished, else what it finished
+    plus a failed entry for the variant it was in and a not-run entry for each one it never reached.
+
+    `files`: {variant name: its file}, the baseline first ("baseline": baseline_x.py).
+    """
+    variant_names = list(files)
+    files = {n: Path(p).name for n, p in files.items()}
+    partial = run.result
+    if partial is not None and partial.get("in_progress") is None and run.stopped is None:
+        return partial
+    where = (partial or {}).get("in_progress") or {}
+    variant, stage = where.get("variant"), where.get("stage")
+    at = (f" in {variant}" if variant else "") + (f" ({stage})" if stage else "")
+    if partial is not None and "in_progress" in partial and partial["in_progress"] is None:
+        at = " after its last variant, while exiting"  # every result is in; the process did not end
+    if run.stopped == "timeout":
+        error = f"timed out after {run.timeout_s:.0f} s{at}"
+        ended = "timed out"
+    elif run.stopped == "startup":
+        error = (f"did not start: no result file after {run.startup_limit_s:.0f} s "
+                 f"(interpreter, torch import, loading the pair files)")
+        ended = "did not start"
+    else:
+        last = next((line for line in reversed(run.tail) if line.strip()), "")
+        kind = "out of memory" if "out of memory" in last.lower() else f"exit code {run.rc}"
+        error = f"crashed ({kind}){at}: {last.strip()[-300:]}"
+        ended = "crashed"
+    result = dict(partial) if partial else {"chapter": chapter, "name": name, "bound": bound,
+                                            "baseline": None, "variants": []}
+    result.pop("in_progress", None)
+    result.update(status="failed", error=error, log_tail=run.tail)
+    if isinstance(result.get("errors"), list):
+        result["errors"] = [*result["errors"], error]
+    if partial is None:  # it never got going: nothing to keep, nothing to list
+        return result
+    if variant and run.stopped == "timeout":
+        result["hung_variant"] = variant
+    done = {v["name"]: v for v in ([result["baseline"]] if result.get("baseline") else []) + result["variants"]}
+    if variant in done:  # it had an entry already (verified, say) and stopped in a later stage
+        done[variant]["error"] = done[variant].get("error") or error
+    elif variant == "baseline":
+        result["baseline"] = _blank("baseline", files, error=error)
+    elif variant:
+        result["variants"].append(_blank(variant, files, error=error))
+    why = f"not run: {variant + ' ' if variant else 'the pair '}{ended}"
+    for n in variant_names:
+        if n != "baseline" and n != variant and n not in done:
+            result["variants"].append(_blank(n, files, skipped=why))
+    order = {n: i for i, n in enumerate(variant_names)}
+    result["variants"].sort(key=lambda v: order.get(v["name"], len(order)))
+    return result
+
+
 def run_in_subprocess(chapter: int, name: str, bound: str, baseline: Path, optimized: list[Path], *,
                       device: str, peaks: Path | None, quick: bool, budget: float, timeout_s: float,
                       nproc: int = 1, profile: str | None = None, outdir: Path | None = None,
-                      echo: bool = True) -> dict:
+                      echo: bool = True, startup_s: float = STARTUP_S,
+                      command: Callable[[Path], list[str]] | None = None) -> dict:
+    """Run one pair in its own process and return its result, finished or not.
+
+    `command(result_path)` replaces the worker's command line (the tests use a fake worker).
+    """
     with tempfile.TemporaryDirectory(prefix="pair-") as tmp:
         result_path = Path(tmp) / "result.json"
-        cmd = worker_command(chapter, name, baseline, optimized, device, result_path, peaks, quick, budget,
-                             nproc, profile, outdir)
+        cmd = command(result_path) if command else worker_command(
+            chapter, name, baseline, optimized, device, result_path, peaks, quick, budget, nproc, profile, outdir)
         env = dict(os.environ, PYTHONUNBUFFERED="1",
                    PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(Path(baseline).parent.parent)]
                                               + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-        tail: collections.deque = collections.deque(maxlen=TAIL_LINES)
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
-        pump = threading.Thread(target=_pump, args=(proc.stdout, "    ", tail, echo), daemon=True)
-        pump.start()
-        try:
-            rc = proc.wait(timeout=timeout_s)
-            error = None
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-            rc, error = None, f"timed out after {timeout_s:.0f} s"
-        pump.join(timeout=5)
-        elapsed = time.perf_counter() - t0
-        if result_path.exists():
-            result = json.loads(result_path.read_text())
-        else:
-            if error is None:
-                last = next((l for l in reversed(tail) if l.strip()), "")
-                kind = "out of memory" if "out of memory" in last.lower() else f"exit code {rc}"
-                error = f"crashed ({kind}): {last.strip()[-300:]}"
-            result = {"chapter": chapter, "name": name, "bound": bound, "status": "failed", "error": error,
-                      "baseline": None, "variants": [], "log_tail": list(tail)}
-        result["elapsed_s"] = round(elapsed, 2)
-        return result
+        run = watch(cmd, result_path, env=env, timeout_s=timeout_s, startup_s=startup_s, echo=echo)
+    result = settle(run, chapter=chapter, name=name, bound=bound,
+                    files={"baseline": Path(baseline), **{Path(p).stem: Path(p) for p in optimized}})
+    result["elapsed_s"] = round(run.elapsed_s, 2)
+    if run.startup_s is not None:
+        result["startup_s"] = round(run.startup_s, 2)  # before the timeout clock started
+    return result
 
 
 def tool_missing(profile: str | None) -> str | None:

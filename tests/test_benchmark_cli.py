@@ -1,6 +1,7 @@
 """benchmark.py end to end on the CPU, as a user runs it."""
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,7 @@ def test_failures_are_reported_and_the_run_goes_on(fixture_run):
     assert proc.returncode == 1, proc.stderr
     doc = json.loads((out / "results.json").read_text())
     assert validate_results(doc) == []
+    assert doc["host"]["cpu"] and doc["host"]["cores"] >= 1
     pairs = {p["name"]: p for p in doc["pairs"]}
     assert set(pairs) == {"crash", "scale", "zeros"}
     assert pairs["crash"]["status"] == "failed" and "crashed" in pairs["crash"]["error"]
@@ -31,7 +33,7 @@ def test_failures_are_reported_and_the_run_goes_on(fixture_run):
     for bad in ("wrong", "nan", "const", "shape", "dtype"):
         v = variants[f"optimized_scale_{bad}"]
         assert v["verified"] is False and v["speedup"] is None, bad
-        assert v["verification"]["message"]
+        assert v.get("error") or v["verification"]["message"]  # says why
     assert variants["optimized_scale_raises"]["error"].startswith("RuntimeError: planted")
     assert "FAILED" in (out / "summary.md").read_text()
     for png in ("speedup.png", "roofline.png"):
@@ -106,3 +108,210 @@ def test_a_hanging_pair_times_out_and_is_reported(run_bench, tmp_path):
     assert proc.returncode == 1
     (pair,) = json.loads((tmp_path / "results.json").read_text())["pairs"]
     assert pair["status"] == "failed" and pair["error"].startswith("timed out after 8 s")
+
+
+# ----------------------------------------------------------------------------- work lost or left behind
+def _alive(pid: int) -> bool:
+    import os
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # killed but not yet reaped: a zombie is dead
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _start_bench(*args, pidfile):
+    import os
+    import subprocess
+    import sys
+    from conftest import ROOT
+    env = dict(os.environ, BENCH_FIXTURE_PIDFILE=str(pidfile))
+    return subprocess.Popen([sys.executable, str(ROOT / "benchmark.py"), *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(path, proc, seconds=240):
+    import time
+    t0 = time.monotonic()
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() - t0 > seconds:
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"the slow pair's worker never started (rc {proc.returncode}): {err[-2000:]}")
+        time.sleep(0.2)
+    return int(path.read_text())
+
+
+def test_ctrl_c_stops_the_worker_and_writes_what_finished(tmp_path):
+    import signal
+    out, pidfile = tmp_path / "run", tmp_path / "worker.pid"
+    proc = _start_bench("--root", str(FIXTURES), "--chapter", "94", "--quick", "--device", "cpu",
+                        "--output", str(out), pidfile=pidfile)
+    worker = _wait_for(pidfile, proc)  # ch94/fast has finished; ch94/slow's worker is asleep
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr and "interrupted (SIGINT)" in stderr
+    doc = json.loads((out / "results.json").read_text())
+    assert validate_results(doc) == []
+    assert doc["interrupted"] is True and doc["not_run"] == ["ch94/slow"]
+    (fast,) = doc["pairs"]
+    assert fast["name"] == "fast" and fast["status"] == "ok"
+    assert "ch94/fast" in stdout  # the summary is printed
+    assert not _alive(worker), "the interrupted pair's worker is still running"
+
+
+def test_sigterm_before_anything_finished_writes_nothing_and_stops_the_worker(tmp_path):
+    import signal
+    out, pidfile = tmp_path / "run", tmp_path / "worker.pid"
+    proc = _start_bench("--root", str(FIXTURES), "--pair", "ch94/slow", "--quick", "--device", "cpu",
+                        "--output", str(out), pidfile=pidfile)
+    worker = _wait_for(pidfile, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert "Traceback" not in stderr and "nothing finished; no report written" in stderr
+    assert not out.exists()  # the folder it created for the report is removed again
+    assert not _alive(worker)
+
+
+@pytest.mark.parametrize("kind", ["existing file", "under a file", "read-only folder"])
+def test_a_bad_output_folder_is_refused_before_any_pair_runs(run_bench, tmp_path, kind):
+    import os
+    if kind == "existing file":
+        target = tmp_path / "results.json"
+        target.write_text("{}")
+    elif kind == "under a file":
+        (tmp_path / "file").write_text("")
+        target = tmp_path / "file" / "run"
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only folders")
+        target = tmp_path / "ro"
+        target.mkdir()
+        target.chmod(0o500)
+    # ch94/slow would sleep for 10 minutes: only a check made before the first pair returns in time
+    proc = run_bench("--root", str(FIXTURES), "--chapter", "94", "--device", "cpu", "--output", str(target),
+                     timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and str(target) in lines[0], proc.stderr
+
+
+def test_a_hanging_variant_keeps_its_neighbours(run_bench, tmp_path):
+    from conftest import ROOT
+    if "in_progress" not in (ROOT / "common" / "run.py").read_text():
+        pytest.skip("common/run.py does not report its progress yet")
+    proc = run_bench("--root", str(FIXTURES), "--chapter", "97", "--quick", "--device", "cpu", "--timeout", "40",
+                     "--output", str(tmp_path))
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    (pair,) = json.loads((tmp_path / "results.json").read_text())["pairs"]
+    assert pair["status"] == "failed" and pair["hung_variant"] == "optimized_hang_b"
+    assert pair["error"].startswith("timed out after 40 s in optimized_hang_b")
+    assert pair["baseline"]["median_ms"] > 0
+    a, b, c = pair["variants"]
+    assert a["name"] == "optimized_hang_a" and a["verified"] and a["speedup"] > 0
+    assert b["name"] == "optimized_hang_b" and b["error"] == pair["error"] and b["speedup"] is None
+    assert c["name"] == "optimized_hang_c" and c["skipped"] == "not run: optimized_hang_b timed out"
+
+
+def test_a_gpu_only_pair_in_a_chapter_is_skipped_without_a_worker(run_bench, tmp_path):
+    # A worker, had one started, would outlive a 1 ms timeout and be reported as timed out.
+    proc = run_bench("--root", str(FIXTURES), "--chapter", "96", "--device", "cpu", "--timeout", "0.001",
+                     "--output", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (pair,) = json.loads((tmp_path / "results.json").read_text())["pairs"]
+    assert pair["status"] == "skipped" and pair["error"] == "needs CUDA; this run is on CPU"
+    assert "elapsed_s" not in pair
+
+
+# ----------------------------------------------------------------------------- small things a newcomer trips on
+def test_a_broken_pair_file_is_failed_to_load_in_list(run_bench):
+    proc = run_bench("--root", str(FIXTURES), "--list", "--chapter", "95")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    lines = {line.split()[0]: line for line in proc.stdout.splitlines() if line.startswith("  ") and line.split()}
+    assert "FAILED to load" in lines["nobound"] and "must define BOUND" in lines["nobound"]
+    assert "FAILED to load" in lines["lonely"] and "no optimized_lonely" in lines["lonely"]
+    assert "optimized_ok " in proc.stdout + " " and "FAILED" not in lines["ok"]
+    # an extra variant named outside the rule is not silently ignored
+    assert "ch95/optimized_ok2.py matches no pair" in proc.stderr and "optimized_<pair>_<suffix>.py" in proc.stderr
+
+
+def test_a_broken_pair_file_asked_for_by_name_is_failed_to_load(run_bench):
+    proc = run_bench("--root", str(FIXTURES), "--pair", "ch95/nobound", "--device", "cpu", "--no-report")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "FAILED to load" in proc.stderr and "must define BOUND" in proc.stderr
+
+
+def test_a_chapter_without_pairs_is_bad_input(run_bench, tmp_path):
+    (tmp_path / "ch5").mkdir()
+    (tmp_path / "ch5" / "README.md").write_text("# Chapter 5: to come\n")
+    (tmp_path / "ch6").mkdir()
+    for f in ("baseline_x.py", "optimized_x.py"):
+        (tmp_path / "ch6" / f).write_text("")
+    proc = run_bench("--root", str(tmp_path), "--chapter", "5")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0] == "error: chapter 5 has no pairs yet; chapters with pairs: 6", proc.stderr
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", '"results"', "3", "{not json"])
+def test_compare_refuses_a_file_that_is_not_an_object(fixture_run, run_bench, tmp_path, content):
+    _, out = fixture_run
+    (tmp_path / "bad.json").write_text(content)
+    proc = run_bench("--compare", str(out / "results.json"), str(tmp_path / "bad.json"))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "bad.json" in lines[0], proc.stderr
+
+
+def test_compare_refusal_is_one_line(fixture_run, run_bench, tmp_path):
+    import common.report
+    if not hasattr(common.report, "CompareRefused"):
+        pytest.skip("common.report.compare_runs refuses nothing yet")
+    _, out = fixture_run
+    full = json.loads((out / "results.json").read_text())
+    full["quick"] = not full["quick"]
+    (tmp_path / "other.json").write_text(json.dumps(full))
+    proc = run_bench("--compare", str(out / "results.json"), str(tmp_path / "other.json"))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot compare"), proc.stderr
+
+
+def test_benchmark_without_its_dependencies_says_how_to_get_them(tmp_path):
+    import subprocess
+    import sys
+    from conftest import ROOT
+    # -S: no site-packages, as the system Python without .venv
+    proc = subprocess.run([sys.executable, "-S", str(ROOT / "benchmark.py"), "--list"], capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not installed" in lines[0] and "make bench" in lines[0] and ".venv" in lines[0]
+
+
+def test_a_pair_file_takes_only_its_own_options():
+    import subprocess
+    import sys
+    from conftest import ROOT
+    pair_file = str(ROOT / "ch1" / "baseline_batched_gemm.py")
+    proc = subprocess.run([sys.executable, pair_file, "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    for option in ("--quick", "--device", "--budget", "--timeout", "--profile", "--output"):
+        assert option in proc.stdout, option
+    for option in ("--pair", "--chapter", "--list", "--compare", "--peaks", "--no-report"):
+        assert option not in proc.stdout, option
+    proc = subprocess.run([sys.executable, pair_file, "--pair", "coalescing"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--pair is an option of benchmark.py" in lines[0], proc.stderr
+
+
+def test_help_says_where_runs_go(run_bench):
+    proc = run_bench("--help")
+    assert "profiles/runs/" in proc.stdout and "git ignores" in proc.stdout

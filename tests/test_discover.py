@@ -1,6 +1,6 @@
 import pytest
 
-from common.discover import UnknownSelection, chapter_dirs, load_pair, pair_files, select
+from common.discover import UnknownSelection, chapter_dirs, load_pair, pair_files, select, unmatched_files
 from common.pair import ContractError
 from conftest import FIXTURES, ROOT
 
@@ -31,6 +31,44 @@ def test_unknown_chapter_and_pair_name_the_valid_choices():
     with pytest.raises(UnknownSelection, match="valid pairs: .*batched_gemm"):
         select([1], ["no_such_pair"])
     assert select(None, ["ch1/batched_gemm"])[0][1] == "batched_gemm"
+
+
+def test_a_chapter_without_pairs_is_not_an_empty_selection(tmp_path):
+    for ch in ("ch2", "ch3"):
+        (tmp_path / ch).mkdir()
+    for f in ("baseline_x.py", "optimized_x.py"):
+        (tmp_path / "ch3" / f).write_text("")
+    with pytest.raises(UnknownSelection, match="^chapter 2 has no pairs yet; chapters with pairs: 3$"):
+        select([2], root=tmp_path)
+    assert [t[1] for t in select([3], root=tmp_path)] == ["x"]
+    (tmp_path / "ch3" / "baseline_x.py").unlink()
+    (tmp_path / "ch3" / "optimized_x.py").unlink()
+    with pytest.raises(UnknownSelection, match="no pairs under"):
+        select(None, root=tmp_path)
+
+
+def test_optimized_files_outside_the_naming_rule_are_reported(tmp_path):
+    ch = tmp_path / "ch7"
+    ch.mkdir()
+    for f in ("baseline_gemm.py", "optimized_gemm.py", "optimized_gemm_tf32.py", "optimized_gemm2.py",
+              "optimized_gemmm.py", "optimized_conv.py"):
+        (ch / f).write_text("")
+    assert [p.name for p in pair_files(ch)["gemm"][1]] == ["optimized_gemm.py", "optimized_gemm_tf32.py"]
+    messages = unmatched_files(ch)
+    assert len(messages) == 3
+    rule = "variants are named optimized_<pair>.py or optimized_<pair>_<suffix>.py"
+    assert all(rule in m for m in messages)
+    by_file = {m.split()[0]: m for m in messages}
+    assert by_file["ch7/optimized_gemm2.py"].endswith("rename it optimized_gemm_2.py to make it a variant of gemm")
+    assert by_file["ch7/optimized_gemmm.py"].endswith("rename it optimized_gemm_m.py to make it a variant of gemm")
+    assert by_file["ch7/optimized_conv.py"].endswith("no baseline_conv.py beside it")
+    warned = []
+    select([7], root=tmp_path, warn=warned.append)
+    assert warned == messages
+
+
+def test_the_repository_has_no_stray_variants():
+    assert [m for d in chapter_dirs(ROOT).values() for m in unmatched_files(d)] == []
 
 
 def test_the_contract_is_checked(tmp_path):

@@ -1,0 +1,436 @@
+"""The command line: benchmark.py's, and a pair file's (`python ch1/baseline_x.py` runs only that pair).
+
+A run, in order:
+1. --compare and --list need no device: they read files and exit.
+2. Select the pairs (common.discover) and import them. A file that breaks the
+   contract is reported as FAILED to load, never as a traceback.
+3. Check every input before the first pair runs: the device, the profiler, a
+   pair named with --pair that cannot run here, the output folder.
+4. The device's ceilings (common.peaks).
+5. Each pair in its own process (common.launch). A pair that cannot run on
+   this device is skipped without starting one.
+6. The report (common.report). On Ctrl-C or SIGTERM: the workers are stopped,
+   the pairs that finished are written, marked interrupted, exit 128 + signal.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common.pair import REPO_ROOT
+
+RUNS_DIR = REPO_ROOT / "profiles" / "runs"   # user runs; .gitignore covers it. Committed reports: profiles/<gpu>/
+
+EXAMPLES = """\
+Examples
+  python benchmark.py                      every chapter, report in a new folder under profiles/runs/
+  python benchmark.py --chapter 1          one chapter
+  python benchmark.py --pair batched_gemm  one pair (or ch1/batched_gemm)
+  python benchmark.py --list               chapters, pairs and variants, one line each
+  python benchmark.py --quick --chapter 1  a short smoke run (small sizes, short time budget)
+  python benchmark.py --peaks              measure this device's ceilings and cache them
+  python benchmark.py --profile torch --pair cuda_graphs
+                                           add a torch.profiler trace of each variant
+  python benchmark.py --compare profiles/h100/ch1/results.json profiles/runs/<run>/results.json
+
+Reports of your runs go to profiles/runs/<date>-<device>/, which git ignores; the
+committed reports quoted in the READMEs live under profiles/<gpu>/.
+Exit status: 0 all verified, 1 something failed (the report says what), 2 bad input,
+130 interrupted (Ctrl-C; the pairs that finished are written, marked interrupted).
+"""
+
+# benchmark.py's options that make no sense for one pair file
+NOT_FOR_A_PAIR_FILE = ("--chapter", "--pair", "--list", "--compare", "--peaks", "--no-report", "--root")
+
+
+class ArgParser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit 2, as for every other bad input
+        print(f"error: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+class Interrupted(BaseException):
+    """SIGINT (as KeyboardInterrupt) or SIGTERM arrived; BaseException so that no `except Exception` eats it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+def build_parser(pair_file: Path | None = None) -> argparse.ArgumentParser:
+    if pair_file:
+        rel = _shown(pair_file)
+        ap = ArgParser(prog=f"python {rel}",
+                       description=f"Run the pair this file belongs to: verify every variant against the baseline, "
+                                   f"time them, print the comparison. Other pairs: python benchmark.py --help.",
+                       epilog=f"Examples\n  python {rel} --quick\n  python {rel} --device cpu --output /tmp/pair-run",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    else:
+        ap = ArgParser(prog="python benchmark.py",
+                       description="Run the chapters' baseline/optimized pairs: verify, time, report.",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        ap.add_argument("--chapter", type=int, action="append", metavar="N",
+                        help="run chapter N (repeatable), e.g. --chapter 1; default: every chapter")
+        ap.add_argument("--pair", action="append", metavar="NAME",
+                        help="run one pair, by name or chN/name (repeatable), e.g. --pair batched_gemm")
+        ap.add_argument("--list", action="store_true",
+                        help="list chapters, pairs and variants with a line each, then exit, e.g. --list --chapter 11")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: each pair's small size and a 0.3 s timing budget per variant, e.g. --quick")
+    ap.add_argument("--device", choices=("cuda", "cpu"),
+                    help="default: cuda when a GPU is visible, else cpu, e.g. --device cpu to try the CPU paths")
+    ap.add_argument("--budget", type=float, metavar="S",
+                    help="timing budget per variant in seconds (default 2, --quick 0.3), e.g. --budget 5")
+    ap.add_argument("--timeout", type=float, default=600, metavar="S",
+                    help="stop a pair's process S seconds after it has loaded the pair (its start and the torch "
+                         "import are not counted) and record it as failed, keeping the variants it finished "
+                         "(default 600), e.g. --timeout 120")
+    ap.add_argument("--profile", choices=("torch", "nsys", "ncu"),
+                    help="also profile each variant's timed call: torch.profiler trace (Chrome/Perfetto JSON), "
+                         "or an nsys / ncu report, written next to results.json, e.g. --profile torch")
+    if pair_file:
+        ap.add_argument("--output", type=Path, metavar="DIR",
+                        help="also write the report (results.json, summary.md, figures) into DIR; "
+                             "default: print the comparison only, e.g. --output /tmp/run1")
+        return ap
+    ap.add_argument("--output", type=Path, metavar="DIR",
+                    help="report folder (default: a new folder profiles/runs/<date>-<device>/, which git ignores), "
+                         "e.g. --output /tmp/run1")
+    ap.add_argument("--peaks", action="store_true",
+                    help="(re)measure this device's ceilings (copy GB/s, matmul TFLOP/s per dtype, launch µs) and "
+                         "cache them in profiles/peaks/; alone, only that, e.g. --peaks")
+    ap.add_argument("--compare", nargs=2, type=Path, metavar=("OLD.json", "NEW.json"),
+                    help="print per-variant changes between two results.json files; exit 1 on regressions, "
+                         "e.g. --compare profiles/a/results.json profiles/b/results.json")
+    ap.add_argument("--root", type=Path, default=REPO_ROOT, help=argparse.SUPPRESS)  # chapters elsewhere (tests)
+    ap.add_argument("--no-report", action="store_true",
+                    help="print the comparison only; write no files (what running a pair file does), "
+                         "e.g. --no-report --pair batched_gemm")
+    return ap
+
+
+def fail(msg: str) -> int:
+    print(f"error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _shown(p: Path) -> str:
+    p = Path(p).resolve()
+    return str(p.relative_to(REPO_ROOT)) if p.is_relative_to(REPO_ROOT) else str(p)
+
+
+def git_commit() -> str:
+    if os.environ.get("GIT_COMMIT"):  # a copy of the tree without .git (a remote GPU machine) passes it in
+        return os.environ["GIT_COMMIT"]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return (sha or "unknown") + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def driver_version() -> str | None:
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+        return out.splitlines()[0] if out else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def device_info(device, peaks: dict) -> dict:
+    import torch
+    info = {"name": peaks["device"], "type": device.type, "ceilings": peaks}
+    if device.type == "cuda":
+        p = torch.cuda.get_device_properties(device)
+        info.update(sm_count=p.multi_processor_count, memory_gb=round(p.total_memory / 2**30, 1),
+                    capability=f"{p.major}.{p.minor}")
+    return info
+
+
+def new_run_dir(label: str, now: dt.datetime | None = None) -> Path:
+    """profiles/runs/<date>-<label>/: where a user's run goes unless told otherwise."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+    return RUNS_DIR / f"{now:%Y%m%d-%H%M%S}-{slug}"
+
+
+def prepare_output(outdir: Path) -> str | None:
+    """Create the report folder and prove it writable, before any pair runs; the complaint, or None."""
+    outdir = Path(outdir)
+    if outdir.exists() and not outdir.is_dir():
+        return f"--output {outdir}: exists and is not a folder; give a folder for the report"
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=outdir):
+            pass
+    except OSError as e:
+        return f"cannot write the report into {outdir}: {e.strerror or e}; choose another folder with --output DIR"
+    return None
+
+
+def pair_of(path: Path, root: Path) -> tuple[int, str] | None:
+    """(chapter, pair name) of a baseline or optimized file, or None when it belongs to no pair."""
+    from common.discover import pair_files
+    path = Path(path).resolve()
+    m = re.fullmatch(r"ch(\d+)", path.parent.name)
+    if not m:
+        return None
+    for name, (base, opts) in pair_files(path.parent).items():
+        if path == base.resolve() or path in [o.resolve() for o in opts]:
+            return int(m.group(1)), name
+    return None
+
+
+def load_all(selection) -> list:
+    """Each selected pair, imported and checked, or the exception that stopped it (it then fails alone)."""
+    from common.discover import load_pair
+    loaded = []
+    for c, name, base, opts in selection:
+        try:
+            loaded.append(load_pair(c, name, base, opts))
+        except Exception as e:
+            loaded.append(e)
+    return loaded
+
+
+def _load_error(e: Exception) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+def list_pairs(selection, loaded) -> int:
+    chapter = None
+    for (c, name, base, opts), pair in zip(selection, loaded):
+        if c != chapter:
+            readme = base.parent / "README.md"
+            title = readme.read_text().splitlines()[0].lstrip("# ") if readme.exists() else ""
+            print(f"ch{c}  {title}")
+            chapter = c
+        if isinstance(pair, Exception):
+            print(f"  {name:24s} FAILED to load: {_load_error(pair)}")
+            continue
+        print(f"  {name:24s} [{pair.bound}, {'/'.join(pair.devices)}] {pair.baseline.summary}")
+        for v in pair.variants:
+            print(f"    {v.name:34s} {v.summary}")
+    return 1 if any(isinstance(p, Exception) for p in loaded) else 0
+
+
+def _json_kind(x) -> str:
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(x), "null")
+
+
+def compare(paths: list[Path]) -> int:
+    from common import report
+    docs = []
+    for p in paths:
+        try:
+            doc = json.loads(Path(p).read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            return fail(f"cannot read {p}: {e}")
+        if not isinstance(doc, dict):
+            return fail(f"{p} is not a results.json: its top level is a {_json_kind(doc)}, not an object")
+        try:
+            problems = report.validate_results(doc)
+        except (TypeError, AttributeError, KeyError) as e:  # keys present but of the wrong kind
+            problems = [f"malformed ({type(e).__name__}: {e})"]
+        if problems:
+            return fail(f"{p} is not a results.json: {problems[0]}")
+        docs.append(doc)
+    try:
+        text, regressions = report.compare_runs(*docs)
+    except Exception as e:
+        if type(e).__name__ == "CompareRefused":  # common.report: quick vs full, different devices, ...
+            return fail(f"cannot compare {paths[0]} with {paths[1]}: {e}")
+        raise
+    print(text)
+    return 1 if regressions else 0
+
+
+def _refused_option(argv: list[str], pair_file: Path) -> str | None:
+    for a in argv:
+        flag = a.split("=", 1)[0]
+        if flag in NOT_FOR_A_PAIR_FILE:
+            return (f"{flag} is an option of benchmark.py; python {_shown(pair_file)} runs only its own pair "
+                    f"(see --help; for others: python benchmark.py {flag} ...)")
+    return None
+
+
+def skipped_result(c: int, name: str, pair, device_type: str) -> dict:
+    return {"chapter": c, "name": name, "bound": pair.bound, "status": "skipped",
+            "error": f"needs {' or '.join(pair.devices).upper()}; this run is on {device_type.upper()}",
+            "device_type": device_type, "baseline": None, "variants": []}
+
+
+def main(argv=None, pair_file: Path | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if pair_file:
+        refused = _refused_option(argv, pair_file)
+        if refused:
+            return fail(refused)
+    args = build_parser(pair_file).parse_args(argv)
+    if pair_file:
+        owner = pair_of(pair_file, Path(pair_file).resolve().parent.parent)
+        if owner is None:
+            from common.discover import VARIANT_RULE
+            return fail(f"{_shown(pair_file)} belongs to no pair: a pair is baseline_<pair>.py; {VARIANT_RULE}")
+        args.chapter, args.pair = [owner[0]], [f"ch{owner[0]}/{owner[1]}"]
+        args.list = args.peaks = False
+        args.compare = None
+        args.root = Path(pair_file).resolve().parent.parent
+        args.no_report = args.output is None and not args.profile  # profiler traces need a folder
+        command = f"python {_shown(pair_file)} {' '.join(argv)}".strip()
+    else:
+        command = f"python benchmark.py {' '.join(argv)}".strip()
+
+    if args.compare:
+        return compare(args.compare)
+    if args.profile and args.no_report:
+        return fail(f"--profile {args.profile} writes its traces next to the report; drop --no-report")
+    only_peaks = args.peaks and not (args.chapter or args.pair)
+    selection, loaded = [], []
+    if not only_peaks:
+        from common.discover import UnknownSelection, select
+        try:
+            selection = select(args.chapter, args.pair, root=args.root)
+        except UnknownSelection as e:
+            return fail(str(e))
+        loaded = load_all(selection)
+        if args.list:
+            return list_pairs(selection, loaded)
+
+    import torch
+
+    from common.launch import tool_missing
+    from common.peaks import device_name
+    if args.device == "cuda" and not torch.cuda.is_available():
+        return fail("--device cuda: no CUDA GPU is visible to PyTorch")
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if args.profile in ("nsys", "ncu") and device.type != "cuda":
+        return fail(f"--profile {args.profile} needs a CUDA GPU")
+    missing = tool_missing(args.profile)
+    if missing:
+        return fail(missing)
+    if args.pair:  # a pair asked for by name that cannot run here is bad input, not a skip
+        for (c, name, _, _), pair in zip(selection, loaded):
+            if not isinstance(pair, Exception) and device.type not in pair.devices:
+                return fail(f"ch{c}/{name} needs a CUDA GPU and none is visible to PyTorch"
+                            if pair.devices == ("cuda",) else f"ch{c}/{name} cannot run on {device.type}")
+    outdir, created = None, False
+    if not (args.no_report or only_peaks):
+        outdir = args.output or new_run_dir(device_name(device))
+        created = not outdir.exists()
+        problem = prepare_output(outdir)
+        if problem:
+            return fail(problem)
+
+    previous = None
+    try:
+        previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    except ValueError:  # not the main thread: SIGTERM keeps its default
+        pass
+    results: list[dict] = []
+    interrupted = None
+    stamp = dt.datetime.now(dt.timezone.utc)
+    try:
+        peaks = _peaks(device, args.peaks)
+        if only_peaks:
+            print(json.dumps(peaks, indent=2))
+            return 0
+        _run_pairs(selection, loaded, device, peaks, args, outdir, results)
+    except (KeyboardInterrupt, Interrupted) as e:
+        interrupted = getattr(e, "signum", signal.SIGINT)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+    if interrupted:
+        done = {(r["chapter"], r["name"]) for r in results}
+        not_run = [f"ch{c}/{n}" for c, n, _, _ in selection if (c, n) not in done]
+        print(f"\ninterrupted ({signal.Signals(interrupted).name}): stopped the running pair; "
+              f"{len(results)} of {len(selection)} pair(s) finished", file=sys.stderr)
+        if not results:
+            if outdir and created and not any(outdir.iterdir()):
+                outdir.rmdir()
+            print("nothing finished; no report written", file=sys.stderr)
+            return 128 + interrupted
+    doc = {"schema_version": 1, "device": device_info(device, peaks), "host": _host(), "torch": torch.__version__,
+           "cuda": torch.version.cuda, "driver": driver_version(), "git_commit": git_commit(),
+           "created": stamp.isoformat(timespec="seconds"), "quick": args.quick, "command": command,
+           "pairs": results}
+    if interrupted:
+        doc.update(interrupted=True, not_run=not_run)
+    from common.report import summary_markdown, write_report
+    if outdir is None:
+        print(summary_markdown(doc))
+    else:
+        written = write_report(doc, outdir)
+        print(summary_markdown(doc))
+        print("wrote " + ", ".join(_shown(p) for p in written), file=sys.stderr)
+    if interrupted:
+        return 128 + interrupted
+    return 1 if any(r["status"] == "failed" for r in results) else 0
+
+
+def _host() -> dict:
+    from common.host import host_info
+    return host_info()
+
+
+def _peaks(device, refresh: bool) -> dict:
+    import torch
+
+    from common.peaks import load_or_measure
+    peaks = load_or_measure(device, refresh=refresh, log=lambda m: print(m, file=sys.stderr))
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return peaks
+
+
+def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None, results: list[dict]) -> None:
+    """Run each pair in its own process, appending to `results` as each one finishes (an interrupt keeps them)."""
+    from common.launch import run_in_subprocess
+    from common.peaks import peaks_path
+    budget = args.budget or (0.3 if args.quick else 2.0)
+    n = len(selection)
+    print(f"{n} pair(s) on {peaks['device']} ({device.type})" + (", quick" if args.quick else ""), file=sys.stderr)
+    for i, ((c, name, base, opts), pair) in enumerate(zip(selection, loaded), 1):
+        tag = f"[{i}/{n}] ch{c}/{name}"
+        if isinstance(pair, Exception):  # a file that does not import or breaks the contract fails alone
+            results.append({"chapter": c, "name": name, "bound": "?", "status": "failed",
+                            "error": _load_error(pair), "baseline": None, "variants": []})
+            print(f"{tag}: FAILED to load: {pair}", file=sys.stderr)
+            continue
+        if device.type not in pair.devices:  # no process, so no timeout can hit it
+            results.append(skipped_result(c, name, pair, device.type))
+            print(f"{tag}: skipped: {results[-1]['error']}", file=sys.stderr)
+            continue
+        print(f"{tag} ({pair.bound}-bound, {1 + len(opts)} variants)", file=sys.stderr)
+        r = run_in_subprocess(c, name, pair.bound, base, opts, device=device.type, peaks=peaks_path(device),
+                              quick=args.quick, budget=budget, timeout_s=args.timeout, nproc=pair.nproc,
+                              profile=args.profile, outdir=outdir)
+        if r["status"] == "failed":
+            print(f"    FAILED: {r.get('error') or 'a variant failed; see the report'}", file=sys.stderr)
+        results.append(r)
+
+
+def run_pair_file(path: str, argv=None) -> None:
+    """What `python chN/baseline_x.py` (or an optimized file) does: run that file's pair, print the comparison."""
+    sys.exit(main(argv, pair_file=Path(path).resolve()))

@@ -1,0 +1,156 @@
+"""common.launch against a fake worker: a small script that writes result files as common.run does, then
+hangs, crashes or finishes. No torch in the worker, so each case takes a fraction of a second."""
+import _thread
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from common.launch import run_in_subprocess, settle, watch, WorkerRun
+from common.report import validate_results
+
+FAKE_WORKER = r'''
+import json, os, subprocess, sys, time
+result, mode, pids = sys.argv[1], sys.argv[2], sys.argv[3]
+if mode == "slow_start":  # as a slow interpreter start and torch import would be
+    time.sleep(2.0)
+if mode == "never_starts":
+    time.sleep(1e6)
+# a child in the same process group, as torchrun's ranks are
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1e6)"])
+with open(pids, "w") as f:
+    f.write(f"{os.getpid()} {child.pid}")
+
+def write(doc, doing):
+    with open(result + ".tmp", "w") as f:
+        json.dump({**doc, "in_progress": doing}, f)
+    os.replace(result + ".tmp", result)
+
+def entry(name, ms):
+    return {"name": name, "file": name + ".py", "median_ms": ms, "speedup": 2.0 / ms, "verified": True,
+            "pct_of_ceiling": None, "error": None}
+
+doc = {"chapter": 99, "name": "x", "bound": "memory", "status": "ok", "error": None, "errors": [],
+       "baseline": None, "variants": []}
+write(doc, {"variant": None, "stage": "starting"})
+doc["baseline"] = entry("baseline", 2.0)
+doc["variants"].append(entry("optimized_x_a", 1.0))
+if mode in ("slow_start", "finishes"):
+    doc["variants"] += [entry("optimized_x_b", 1.0), entry("optimized_x_c", 1.0)]
+    write(doc, None)
+    child.kill()
+    sys.exit(0)
+write(doc, {"variant": "optimized_x_b", "stage": "verify and time"})
+if mode == "crashes":
+    print("Fatal Python error: Aborted", flush=True)
+    os.abort()
+time.sleep(1e6)  # hangs
+'''
+
+FILES = {"baseline": Path("baseline_x.py"), "optimized_x_a": Path("optimized_x_a.py"),
+         "optimized_x_b": Path("optimized_x_b.py"), "optimized_x_c": Path("optimized_x_c.py")}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a killed child that nobody has reaped yet is a zombie: dead
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def fake(tmp_path):
+    script = tmp_path / "fake_worker.py"
+    script.write_text(FAKE_WORKER)
+    pids = tmp_path / "pids"
+
+    def run(mode, timeout_s=1.0, startup_s=60.0):
+        r = run_in_subprocess(99, "x", "memory", FILES["baseline"], list(FILES.values())[1:], device="cpu",
+                              peaks=None, quick=True, budget=0.1, timeout_s=timeout_s, startup_s=startup_s,
+                              echo=False, command=lambda result: [sys.executable, str(script), str(result), mode,
+                                                                  str(pids)])
+        return r, [int(p) for p in pids.read_text().split()] if pids.exists() else []
+    return run
+
+
+def doc_of(pair: dict) -> dict:
+    return {"schema_version": 1, "device": {"name": "cpu"}, "torch": "x", "cuda": None, "driver": None,
+            "git_commit": "x", "created": "x", "pairs": [pair]}
+
+
+def test_a_hanging_variant_is_named_and_its_neighbours_are_kept(fake):
+    r, pids = fake("hangs", timeout_s=1.0)
+    assert r["status"] == "failed"
+    assert r["error"] == "timed out after 1 s in optimized_x_b (verify and time)"
+    assert r["hung_variant"] == "optimized_x_b" and r["error"] in r["errors"]
+    assert r["baseline"]["median_ms"] == 2.0
+    a, b, c = r["variants"]
+    assert (a["name"], a["verified"], a["median_ms"]) == ("optimized_x_a", True, 1.0)
+    assert b["name"] == "optimized_x_b" and b["error"] == r["error"] and b["verified"] is False
+    assert b["speedup"] is None and b["median_ms"] is None and b["pct_of_ceiling"] is None
+    assert c["name"] == "optimized_x_c" and c["skipped"] == "not run: optimized_x_b timed out"
+    assert "in_progress" not in r
+    assert validate_results(doc_of(r)) == []
+    assert pids and not any(alive(p) for p in pids), "the worker or its child outlived the timeout"
+
+
+def test_the_timeout_starts_when_the_worker_has_loaded_the_pair(fake):
+    # 2 s before its first result file (interpreter, imports), then done at once: a 1.5 s timeout is enough.
+    r, _ = fake("slow_start", timeout_s=1.5)
+    assert r["status"] == "ok", r.get("error")
+    assert r["startup_s"] >= 2.0 and len(r["variants"]) == 3
+
+
+def test_a_worker_that_never_writes_a_result_did_not_start(fake):
+    t0 = time.monotonic()
+    r, _ = fake("never_starts", timeout_s=600, startup_s=1.0)
+    assert time.monotonic() - t0 < 30
+    assert r["status"] == "failed" and r["error"].startswith("did not start: no result file after 1 s")
+
+
+def test_a_crash_keeps_what_finished(fake):
+    r, pids = fake("crashes", timeout_s=60)
+    assert r["status"] == "failed"
+    assert r["error"].startswith("crashed (exit code -6) in optimized_x_b (verify and time)"), r["error"]
+    assert "hung_variant" not in r
+    assert [v["name"] for v in r["variants"]] == ["optimized_x_a", "optimized_x_b", "optimized_x_c"]
+    assert r["variants"][0]["median_ms"] == 1.0 and r["variants"][2]["skipped"] == "not run: optimized_x_b crashed"
+    assert validate_results(doc_of(r)) == []
+
+
+def test_an_interrupt_stops_the_worker_and_its_children(fake, tmp_path):
+    timer = threading.Timer(1.5, _thread.interrupt_main)  # a Ctrl-C in the parent while the worker hangs
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fake("hangs", timeout_s=600)
+    finally:
+        timer.cancel()
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    assert pids and not any(alive(p) for p in pids)
+
+
+def test_a_finished_result_is_returned_as_written():
+    done = {"chapter": 1, "name": "x", "bound": "memory", "status": "ok", "error": None, "baseline": None,
+            "variants": [], "in_progress": None}
+    run = WorkerRun(rc=0, stopped=None, timeout_s=5, startup_limit_s=60, elapsed_s=1, startup_s=0.5, tail=[],
+                    result=done)
+    assert settle(run, chapter=1, name="x", bound="memory", files={"baseline": Path("b.py")}) is done
+    # the same file, but the process then hung while exiting: the results are complete and kept
+    run.stopped = "timeout"
+    r = settle(run, chapter=1, name="x", bound="memory", files={"baseline": Path("b.py")})
+    assert r["status"] == "failed" and r["error"] == "timed out after 5 s after its last variant, while exiting"
+
+
+def test_watch_reports_the_exit_status_and_the_last_lines(tmp_path):
+    run = watch([sys.executable, "-c", "print('one'); print('two'); raise SystemExit(3)"], tmp_path / "none.json",
+                timeout_s=30, echo=False)
+    assert run.rc == 3 and run.tail[-2:] == ["one", "two"] and run.result is None and run.stopped is None
