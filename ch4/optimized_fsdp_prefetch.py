@@ -1,0 +1,33 @@
+"""Prefetch: start the next layer's all-gather (asynchronously, into a second buffer) before
+computing the current layer, as FSDP's forward prefetch does.
+
+NCCL runs the all-gather on its own stream while the matmul runs on the caller's; the caller's
+stream waits for a gather only when that layer is reached. Two buffers alternate: a gather
+writes the buffer the previous layer read, which is safe because NCCL's stream first waits for
+the work already queued on the caller's stream. Time ≈ one gather + layers x max(gather, compute).
+"""
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+from ch4.baseline_fsdp_prefetch import gather_buffers, layer
+from ch4.dist_common import all_gather_into
+
+
+def prepare(w):
+    shards, x = w.inputs["shards"], w.inputs["x"]
+    bufs = gather_buffers(w, 2)
+    layers = shards.shape[0]
+
+    def forward():
+        pending = all_gather_into(bufs[0], shards[0], async_op=True)
+        h = x
+        for i in range(layers):
+            pending.wait()
+            if i + 1 < layers:
+                pending = all_gather_into(bufs[(i + 1) % 2], shards[i + 1], async_op=True)
+            h = layer(h, bufs[i % 2])
+        return h
+    return forward
+
+
+if __name__ == "__main__":
+    from common import run_pair_file
+    run_pair_file(__file__)
