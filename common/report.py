@@ -1,8 +1,15 @@
-"""Write a run's results: results.json, summary.md and two figures, each written atomically.
+"""Write a run's results: results.json, summary.md and two figures, each written atomically; compare two runs.
 
 Atomic means: written to a temporary file in the same folder, flushed to
 disk, then renamed over the target. A run killed at any moment leaves either
 the previous file or the new one, never half of one.
+
+A variant has one status for display (`variant_status`): skipped, FAILED (an
+error or a failed verification), SUSPECT (faster than its workload allows: no
+speedup is shown), pitfall or tradeoff (slower on purpose: never a failure, never
+a win), or ok. Speedups are printed with the digits their 95% interval supports.
+The figures live in common/figures.py; `plot_speedups`, `plot_roofline`,
+`roofline_axes` and `save_figure` can be imported from here as well.
 """
 from __future__ import annotations
 
@@ -14,6 +21,22 @@ from pathlib import Path
 from typing import Iterable
 
 SCHEMA_VERSION = 1
+REGRESSION_PCT = 5.0          # a change smaller than this is never called a regression, however tight the intervals
+BY_DESIGN = ("pitfall", "tradeoff")   # variant kinds that are slower on purpose
+
+
+# ----------------------------------------------------------------------------- files
+def _umask() -> int:
+    """The process umask, read without changing it where the OS allows (os.umask sets it as it reads it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write(path: Path, chunks: Iterable[str | bytes]) -> None:
@@ -21,6 +44,8 @@ def atomic_write(path: Path, chunks: Iterable[str | bytes]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp creates the file 0600; a report is for reading, so give it the mode open() would (0644 under umask 022)
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
                 f.write(chunk.encode() if isinstance(chunk, str) else chunk)
@@ -73,11 +98,170 @@ def validate_results(doc: dict) -> list[str]:
             errs.append(f"pairs[{i}].status {p.get('status')!r}")
         if p.get("status") == "skipped":
             continue
-        for j, v in enumerate(([p["baseline"]] if p.get("baseline") else []) + p.get("variants", [])):
+        for j, v in enumerate(entries(p)):
             errs += [f"pairs[{i}] variant {j} missing {k!r}" for k in sorted(REQUIRED_VARIANT - v.keys())]
             if v.get("verified") is False and v.get("speedup") is not None:
                 errs.append(f"pairs[{i}] variant {v.get('name')} failed verification but has a speedup")
+            if v.get("suspect") and v.get("speedup") is not None and v.get("name") != "baseline":
+                errs.append(f"pairs[{i}] variant {v.get('name')} is suspect but has a speedup")
     return errs
+
+
+# ----------------------------------------------------------------------------- what a result says
+def entries(pair: dict) -> list[dict]:
+    """The baseline (when it has an entry) followed by the variants."""
+    return ([pair["baseline"]] if pair.get("baseline") else []) + list(pair.get("variants") or [])
+
+
+def pair_key(pair: dict) -> str:
+    return f"ch{pair['chapter']}/{pair['name']}"
+
+
+def variant_status(v: dict) -> tuple[str, str]:
+    """(status, reason): "skipped", "FAILED", "SUSPECT", "pitfall", "tradeoff" or "ok"."""
+    if v.get("skipped"):
+        return "skipped", str(v["skipped"])
+    if v.get("error"):
+        return "FAILED", str(v["error"])
+    if v.get("verified") is not True:
+        message = (v.get("verification") or {}).get("message")
+        return "FAILED", f"failed verification: {message}" if message else "not verified"
+    if v.get("suspect"):
+        return "SUSPECT", str(v["suspect"])
+    if v.get("kind") in BY_DESIGN:
+        return v["kind"], "slower by design"
+    return "ok", ""
+
+
+def pair_level_error(pair: dict) -> str | None:
+    """The pair's own failure (timeout, crash before any result, skip) when no entry of it carries that failure."""
+    if pair.get("status") == "skipped":
+        return None
+    if pair.get("status") != "failed":
+        return None
+    if pair.get("baseline") and any(variant_status(v)[0] == "FAILED" for v in entries(pair)):
+        return None
+    error = pair.get("error") or "failed"
+    hung = pair.get("hung_variant")
+    return error + (f" (hung in {hung})" if hung and hung not in error else "")
+
+
+def pair_failures(pair: dict) -> list[str]:
+    """Every failure reason of a pair, first to last, each once."""
+    failed = [(v["name"], variant_status(v)[1]) for v in entries(pair) if variant_status(v)[0] == "FAILED"]
+    if pair.get("errors"):
+        reasons = list(pair["errors"])
+    else:  # older results.json: each failed entry's own reason
+        reasons = [f"{name}: {why}" for name, why in failed]
+    first = pair.get("error")
+    said = lambda text: any(text in r or r.endswith(text) for r in reasons) or \
+        any(text.startswith(name + " ") and why in text for name, why in failed)
+    if first and pair.get("status") == "failed" and not said(first):
+        reasons.insert(0, first)
+    hung = pair.get("hung_variant")
+    if hung and not any(hung in r for r in reasons):
+        timeout = next((i for i, r in enumerate(reasons) if r.startswith("timed out")), None)
+        if timeout is None:
+            reasons.append(f"hung in {hung}")
+        else:
+            reasons[timeout] += f" (hung in {hung})"
+    return list(dict.fromkeys(reasons))
+
+
+def speedup_interval(base: dict | None, v: dict) -> tuple[float, float] | None:
+    """The speedup's 95% interval: the harness's `speedup_ci`, else from both medians' intervals
+    (each median ± half its CI width, the worst case of the ratio)."""
+    s = v.get("speedup")
+    if not s:
+        return None
+    if v.get("speedup_ci"):
+        lo, hi = v["speedup_ci"]
+        return float(lo), float(hi)
+    hb = ((base or {}).get("median_ci_pct") or 0) / 200
+    hv = (v.get("median_ci_pct") or 0) / 200
+    if not (hb or hv) or hv >= 1:
+        return None
+    return s * (1 - hb) / (1 + hv), s * (1 + hb) / (1 - hv)
+
+
+def interval_rel_halfwidth(value: float, interval: tuple[float, float] | None) -> float | None:
+    """The larger distance from `value` to an end of its interval, as a fraction of `value`."""
+    if not interval or not value:
+        return None
+    return max(value - interval[0], interval[1] - value) / abs(value)
+
+
+def _ci_decimals(value: float, rel_halfwidth: float | None, max_digits: int = 4) -> int:
+    """Decimal places that `value ± value*rel_halfwidth` supports: the interval's first significant digit
+    (two when that digit is a 1, so 7.87 ± 0.15 keeps its 7), never more than max_digits significant digits."""
+    magnitude = math.floor(math.log10(abs(value))) if value else 0
+    most = max_digits - 1 - magnitude
+    if not rel_halfwidth or rel_halfwidth <= 0 or not math.isfinite(rel_halfwidth):
+        return min(most, 2 - magnitude) if rel_halfwidth is None else most   # unknown interval: 3 digits
+    halfwidth = abs(value) * rel_halfwidth
+    exponent = math.floor(math.log10(halfwidth))
+    leading = round(halfwidth / 10 ** exponent)
+    return min(most, -exponent + (1 if leading < 2 else 0))
+
+
+def format_with_ci(value: float | None, rel_halfwidth: float | None, max_digits: int = 4) -> str:
+    """`value` with the digits its 95% interval (± rel_halfwidth × value) supports: (7.9, 0.04) -> "7.9",
+    (40.12, 0.0001) -> "40.12", (123, 0.2) -> "120". An unknown interval (None) gives 3 significant digits."""
+    if value is None or not math.isfinite(value):
+        return "–"
+    return _round_to(value, _ci_decimals(value, rel_halfwidth, max_digits))
+
+
+def _round_to(value: float, decimals: int) -> str:
+    if decimals >= 0:
+        return f"{value:.{decimals}f}"
+    return f"{round(value, decimals):.0f}"
+
+
+def speedup_text(v: dict, base: dict | None, with_interval: bool = True) -> str:
+    """"7.9× (7.6–8.2)": the speedup and its interval at the digits the interval supports; "–" when there is none."""
+    s = v.get("speedup")
+    if s is None or variant_status(v)[0] in ("FAILED", "SUSPECT", "skipped"):
+        return "–"
+    interval = speedup_interval(base, v)
+    decimals = _ci_decimals(s, interval_rel_halfwidth(s, interval))
+    text = f"{_round_to(s, decimals)}×"
+    if with_interval and interval:
+        text += f" ({_round_to(interval[0], decimals)}–{_round_to(interval[1], decimals)})"
+    return text
+
+
+def ci_text(v: dict) -> str:
+    """The median's 95% interval as ± percent of the median (half the interval's width)."""
+    pct = v.get("median_ci_pct")
+    if pct is None or not v.get("median_ms"):
+        return "–"
+    half = pct / 2
+    return f"±{half:.0f}%" if half >= 10 else f"±{half:.2g}%"
+
+
+def host_text(doc: dict) -> str | None:
+    host = doc.get("host") or {}
+    if not host.get("cpu"):
+        return None
+    cores = host.get("cores")
+    usable = host.get("cores_usable")
+    count = "" if not cores else f", {cores} cores" + (f" ({usable} usable)" if usable and usable != cores else "")
+    return f"{host['cpu']}{count}"
+
+
+def run_label(doc: dict) -> str:
+    """What the run measured: the GPU's name, or for a CPU run the CPU's model."""
+    dev = doc["device"]
+    host = doc.get("host") or {}
+    if dev.get("type") == "cpu" and host.get("cpu"):
+        return f"{host['cpu']} (CPU)"
+    return dev["name"]
+
+
+def _short(text: str, limit: int = 90) -> str:
+    text = " ".join(str(text).split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 # ----------------------------------------------------------------------------- markdown
@@ -86,10 +270,26 @@ def _fmt(x, spec=".3f", none="–"):
 
 
 def summary_markdown(doc: dict) -> str:
+    lines = _header_lines(doc) + _results_table(doc) + _details_table(doc) + _overlap_table(doc)
+    lines += _failures_section(doc) + _suspect_section(doc)
+    lines += ["", "Times are medians of CUDA-event (or, on a CPU, wall-clock) samples over back-to-back calls; ± is "
+              "half the width of the median's 95% confidence interval, and a speedup is printed with the digits "
+              "its own interval (in brackets) supports. % of ceiling compares the achieved rate with this device's "
+              "measured ceiling for the pair's bound (launch-bound pairs: the roofline floor time over the measured "
+              "time). pitfall and tradeoff variants are slower on purpose; a SUSPECT time beat the floor its "
+              "workload implies, so it has no speedup.", ""]
+    return "\n".join(lines)
+
+
+def _header_lines(doc: dict) -> list[str]:
     dev = doc["device"]
-    lines = [f"# Results on {dev['name']}", "",
-             f"torch {doc['torch']}, CUDA {doc['cuda'] or '–'}, driver {doc['driver'] or '–'}, "
-             f"commit `{doc['git_commit']}`, {doc['created']}" + (" — quick run" if doc.get("quick") else ""), ""]
+    lines = [f"# Results on {run_label(doc)}", ""]
+    if doc.get("interrupted"):
+        lines += ["**Interrupted (Ctrl-C): this report covers only the pairs that finished.**", ""]
+    lines += [f"torch {doc['torch']}, CUDA {doc['cuda'] or '–'}, driver {doc['driver'] or '–'}, "
+              f"commit `{doc['git_commit']}`, {doc['created']}" + (" — quick run" if doc.get("quick") else ""), ""]
+    host = host_text(doc)
+    lines += [f"Host CPU: {host}.", ""] if host else []
     peaks = dev.get("ceilings") or {}
     if peaks:
         mm = peaks.get("matmul_tflops", {})
@@ -97,140 +297,117 @@ def summary_markdown(doc: dict) -> str:
                   "launch {} µs.".format(_fmt(peaks.get("copy_gbps"), ".0f"), _fmt(peaks.get("h2d_gbps"), ".1f"),
                                          " / ".join(_fmt(mm.get(k), ".3g") for k in ("fp32", "tf32", "bf16", "fp16")),
                                          _fmt(peaks.get("launch_us"), ".2f")), ""]
-    lines += ["| pair | bound | variant | median ms | p10–p90 ms | speedup | verified | TFLOP/s | GB/s | % of ceiling |",
-              "| --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
+    return lines
+
+
+def _status_cell(v: dict) -> str:
+    status, why = variant_status(v)
+    if status == "ok":
+        return "ok"
+    if status in BY_DESIGN:
+        return f"{status} (slower by design)"
+    bold = f"**{status}**" if status in ("FAILED", "SUSPECT") else status
+    return f"{bold}: {_short(why)}"
+
+
+def _has_peak_memory(doc: dict) -> bool:
+    return any(v.get("peak_memory_mb") is not None for p in doc["pairs"] for v in entries(p))
+
+
+def _results_table(doc: dict) -> list[str]:
+    memory = _has_peak_memory(doc)
+    head = "| pair | bound | variant | status | median ms | ± 95% CI | speedup (95% CI) | % of ceiling |"
+    rule = "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |"
+    if memory:
+        head, rule = head + " peak memory MB |", rule + " ---: |"
+    blank = " |" * (5 if memory else 4)
+    lines = [head, rule]
     for p in doc["pairs"]:
-        key = f"ch{p['chapter']}/{p['name']}"
+        start = f"| {pair_key(p)} | {p['bound']} |"
         if p["status"] == "skipped":
-            lines.append(f"| {key} | {p['bound']} | skipped: {p.get('error', '')} | | | | | | | |")
+            lines.append(f"{start} – | skipped: {_short(p.get('error') or p.get('skipped') or '')} |{blank}")
             continue
-        if p["status"] == "failed" and not p.get("baseline"):
-            lines.append(f"| {key} | {p['bound']} | **FAILED**: {p.get('error', '')} | | | | | | | |")
-            continue
-        for v in [p["baseline"]] + p["variants"]:
-            if v.get("skipped"):
-                lines.append(f"| {key} | {p['bound']} | {v['name']} | skipped: {v['skipped']} | | | | | | |")
-                continue
-            if v.get("error"):
-                lines.append(f"| {key} | {p['bound']} | {v['name']} | **FAILED**: {v['error']} | | | | | | |")
-                continue
-            verified = "yes" if v["verified"] else f"**FAILED** ({v.get('verification', {}).get('message', '')})"
-            spd = "–" if v["speedup"] is None else f"{v['speedup']:.2f}×"
-            spread = f"{_fmt(v.get('p10_ms'), '.4g')}–{_fmt(v.get('p90_ms'), '.4g')}" if v.get("median_ms") else "–"
+        own = pair_level_error(p)
+        if own:
+            lines.append(f"{start} (pair) | **FAILED**: {_short(own)} |{blank}")
+        for v in entries(p):
             name = v["name"] + (" ⚠ escaped stream" if (v.get("wall_check") or {}).get("escaped") else "")
-            lines.append(f"| {key} | {p['bound']} | {name} | {_fmt(v.get('median_ms'), '.4g')} | {spread} | {spd} | "
-                         f"{verified} | {_fmt(v.get('tflops'), '.2f')} | {_fmt(v.get('gbps'), '.1f')} | "
-                         f"{_fmt(v.get('pct_of_ceiling'), '.1f')} |")
-    overlap = [p for p in doc["pairs"] if p.get("stages") and p.get("baseline")]
-    if overlap:
-        lines += ["", "## Overlap", "",
-                  "Serial = chunks × the sum of one chunk's stages, each timed alone; ideal = the longest stage "
-                  "per chunk plus one chunk to fill and drain the pipeline. A variant's overlap is where its "
-                  "time lands between them (0% serial, 100% ideal).", "",
-                  "| pair | stages per chunk (ms) | serial ms | ideal ms | variant | median ms | overlap | timeline |",
-                  "| --- | --- | ---: | ---: | --- | ---: | ---: | --- |"]
-        for p in overlap:
-            st = p["stages"]
-            stage_text = ", ".join(f"{k} {v:.3f}" for k, v in st["stage_ms"].items()) + f" (× {st['chunks']})"
-            for v in [p["baseline"]] + p["variants"]:
-                if not v.get("median_ms"):
-                    continue
-                tl = f"[png]({v['timeline']})" if v.get("timeline") else "–"
-                lines.append(f"| ch{p['chapter']}/{p['name']} | {stage_text} | {st['serial_ms']:.3f} | "
-                             f"{st['ideal_ms']:.3f} | {v['name']} | {v['median_ms']:.4g} | "
-                             f"{_fmt(v.get('overlap_pct_of_ideal'), '.0f')}% | {tl} |")
-    failed = [p for p in doc["pairs"] if p["status"] == "failed"]
-    if failed:
-        lines += ["", "## Failures", ""] + [f"- ch{p['chapter']}/{p['name']}: {p.get('error', '')}" for p in failed]
-    lines += ["", "Times are medians of CUDA-event (or, on a CPU, wall-clock) samples over back-to-back calls; "
-              "% of ceiling compares the achieved rate with this device's measured ceiling for the pair's bound "
-              "(launch-bound pairs: the roofline floor time over the measured time).", ""]
-    return "\n".join(lines)
+            speedup = "reference" if v is p.get("baseline") and variant_status(v)[0] == "ok" else \
+                speedup_text(v, p.get("baseline"))
+            row = (f"{start} {name} | {_status_cell(v)} | {_fmt(v.get('median_ms'), '.4g')} | {ci_text(v)} | "
+                   f"{speedup} | {_fmt(v.get('pct_of_ceiling'), '.1f')} |")
+            lines.append(row + (f" {_fmt(v.get('peak_memory_mb'), '.1f')} |" if memory else ""))
+    return lines
 
 
-# ----------------------------------------------------------------------------- figures
-def plot_speedups(doc: dict, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def _verification_text(v: dict) -> str:
+    ver = v.get("verification") or {}
+    if ver.get("rel_err") is None:
+        return "–"
+    return f"{ver['rel_err']:.1e} (≤ {ver.get('tolerance', 0):.0e})" if ver.get("tolerance") else f"{ver['rel_err']:.1e}"
 
+
+def _details_table(doc: dict) -> list[str]:
+    """The rarely-read figures of each timed entry, kept out of the main table so it stays narrow."""
     rows = []
     for p in doc["pairs"]:
-        for v in p.get("variants", []):
-            label = f"ch{p['chapter']}/{p['name']}: {v['name'].replace('optimized_' + p['name'], 'opt').strip('_')}"
-            if not v.get("skipped"):
-                rows.append((label, v.get("speedup"), bool(v.get("verified"))))
-    fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 1.5))
-    ys = range(len(rows))
-    vals = [r[1] if r[1] else 0 for r in rows]
-    ax.barh(list(ys), vals, color=["tab:green" if r[2] and r[1] else "tab:red" for r in rows])
-    for y, (label, spd, ok) in zip(ys, rows):
-        ax.text(max(spd or 0, 1e-3) * 1.05 if spd else 1.0, y, f"{spd:.2f}×" if spd else "FAILED", va="center", fontsize=8)
-    ax.set_yticks(list(ys), [r[0] for r in rows], fontsize=8)
-    ax.invert_yaxis()
-    ax.axvline(1.0, color="k", lw=0.8)
-    if any(vals):
-        ax.set_xscale("log")
-    ax.set_xlabel("speedup over baseline (median time ratio, log scale)")
-    ax.set_title(f"Speedups on {doc['device']['name']}")
-    save_figure(fig, path)
+        for v in entries(p):
+            if not v.get("median_ms"):
+                continue
+            spread = f"{_fmt(v.get('p10_ms'), '.4g')}–{_fmt(v.get('p90_ms'), '.4g')}"
+            rows.append(f"| {pair_key(p)} | {v['name']} | {spread} | {v.get('samples') or '–'} | "
+                        f"{v.get('precision') or '–'} | {_verification_text(v)} | {_fmt(v.get('tflops'), '.2f')} | "
+                        f"{_fmt(v.get('gbps'), '.1f')} |")
+    if not rows:
+        return []
+    return ["", "## Details", "",
+            "| pair | variant | p10–p90 ms | samples | precision | rel. error (tolerance) | TFLOP/s | GB/s |",
+            "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: |"] + rows
 
 
-def roofline_axes(peaks: dict, title: str, precisions=None, ridges: bool = False):
-    """A figure with the measured roofs drawn: min(bandwidth x AI, matmul rate) for each precision."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    bw, rates = peaks.get("copy_gbps"), peaks.get("matmul_tflops") or {}
-    xs = [2.0 ** e for e in range(-6, 13)]
-    if bw:
-        for prec in sorted(precisions or rates, key=lambda p: rates[p]):
-            rate = rates[prec]
-            pts = sorted(xs + [rate * 1e3 / bw])  # include the ridge point so the corner is exact
-            ax.plot(pts, [min(bw * 1e9 * x, rate * 1e12) / 1e12 for x in pts], lw=1,
-                    label=f"{prec} roof: {bw:.0f} GB/s, {rate:.3g} TFLOP/s")
-            if ridges:
-                ax.axvline(rate * 1e3 / bw, ls=":", lw=0.8, color="gray")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte of device memory)")
-    ax.set_ylabel("achieved TFLOP/s")
-    ax.set_title(title)
-    ax.grid(True, which="both", lw=0.3)
-    return fig, ax
+def _overlap_table(doc: dict) -> list[str]:
+    overlap = [p for p in doc["pairs"] if p.get("stages") and p.get("baseline")]
+    if not overlap:
+        return []
+    lines = ["", "## Overlap", "",
+             "Serial = chunks × the sum of one chunk's stages, each timed alone; ideal = the longest stage "
+             "per chunk plus one chunk to fill and drain the pipeline. A variant's overlap is where its "
+             "time lands between them (0% serial, 100% ideal).", "",
+             "| pair | stages per chunk (ms) | serial ms | ideal ms | variant | median ms | overlap | timeline |",
+             "| --- | --- | ---: | ---: | --- | ---: | ---: | --- |"]
+    for p in overlap:
+        st = p["stages"]
+        stage_text = ", ".join(f"{k} {v:.3f}" for k, v in st["stage_ms"].items()) + f" (× {st['chunks']})"
+        for v in entries(p):
+            if not v.get("median_ms"):
+                continue
+            tl = f"[png]({v['timeline']})" if v.get("timeline") else "–"
+            lines.append(f"| {pair_key(p)} | {stage_text} | {st['serial_ms']:.3f} | "
+                         f"{st['ideal_ms']:.3f} | {v['name']} | {v['median_ms']:.4g} | "
+                         f"{_fmt(v.get('overlap_pct_of_ideal'), '.0f')}% | {tl} |")
+    return lines
 
 
-def plot_roofline(doc: dict, path: Path) -> None:
-    peaks = doc["device"].get("ceilings") or {}
-    fig, ax = roofline_axes(peaks, f"Roofline with measured ceilings, {doc['device']['name']}")
-    markers = iter("os^vD<>pPX*h" * 5)
+def _failures_section(doc: dict) -> list[str]:
+    lines = []
     for p in doc["pairs"]:
-        pts = [v for v in [p.get("baseline") or {}] + p.get("variants", [])
-               if v.get("tflops") and v.get("arithmetic_intensity")]
-        if pts:
-            m = next(markers)
-            for v in pts:
-                ax.scatter(v["arithmetic_intensity"], v["tflops"], marker=m,
-                           facecolors="none" if v["name"] == "baseline" else None,
-                           label=f"ch{p['chapter']}/{p['name']} {'baseline' if v['name'] == 'baseline' else v['name'][len('optimized_'):]}")
-    ax.legend(fontsize=6, loc="lower right")
-    save_figure(fig, path)
+        if p["status"] != "failed" and not any(variant_status(v)[0] == "FAILED" for v in entries(p)):
+            continue
+        reasons = pair_failures(p)
+        if len(reasons) == 1:
+            lines.append(f"- {pair_key(p)}: {reasons[0]}")
+        else:
+            lines += [f"- {pair_key(p)}: {len(reasons)} failures"] + [f"  - {r}" for r in reasons]
+    return ["", "## Failures", ""] + lines if lines else []
 
 
-def save_figure(fig, path: Path) -> None:
-    """Render to memory, then write atomically (a killed run leaves no half-written PNG)."""
-    import io
-
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    atomic_write(path, [buf.getvalue()])
-    import matplotlib.pyplot as plt
-    plt.close(fig)
+def _suspect_section(doc: dict) -> list[str]:
+    lines = [f"- {pair_key(p)} {v['name']}: {v['suspect']}" for p in doc["pairs"] for v in entries(p)
+             if variant_status(v)[0] == "SUSPECT"]
+    return ["", "## Suspect (not presented as results)", ""] + lines if lines else []
 
 
+# ----------------------------------------------------------------------------- write
 def write_report(doc: dict, outdir: Path) -> list[Path]:
     """results.json, summary.md, speedup.png, roofline.png. JSON last: its presence means the run finished."""
     doc = _finite(doc)
@@ -238,57 +415,159 @@ def write_report(doc: dict, outdir: Path) -> list[Path]:
     if problems:
         raise ValueError("results do not follow the schema: " + "; ".join(problems[:5]))
     outdir = Path(outdir)
-    written = []
     atomic_write(outdir / "summary.md", [summary_markdown(doc)])
-    written.append(outdir / "summary.md")
-    for name, plot in (("speedup.png", plot_speedups), ("roofline.png", plot_roofline)):
-        try:
-            plot(doc, outdir / name)
-            written.append(outdir / name)
-        except ImportError:
-            print(f"matplotlib is not installed: {name} not drawn")
+    written = [outdir / "summary.md"] + write_figures(doc, outdir)
     atomic_write_json(outdir / "results.json", doc)
-    written.append(outdir / "results.json")
+    return written + [outdir / "results.json"]
+
+
+def write_figures(doc: dict, outdir: Path) -> list[Path]:
+    """speedup.png and roofline.png in `outdir`; the ones drawn (none without matplotlib)."""
+    try:
+        from common.figures import plot_roofline, plot_speedups
+    except ImportError:
+        print("matplotlib is not installed: speedup.png and roofline.png not drawn")
+        return []
+    written = []
+    for name, plot in (("speedup.png", plot_speedups), ("roofline.png", plot_roofline)):
+        plot(doc, Path(outdir) / name)
+        written.append(Path(outdir) / name)
     return written
 
 
+def __getattr__(name: str):
+    """The figure functions, importable from here as before they moved to common.figures (loaded on first use,
+    so a reader of results that never draws does not import matplotlib)."""
+    if name in ("plot_speedups", "plot_roofline", "roofline_axes", "save_figure"):
+        from common import figures
+        return getattr(figures, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 # ----------------------------------------------------------------------------- compare
-REGRESSION_PCT = 5.0
+class CompareRefused(Exception):
+    """The two runs measured different things (a quick run and a full one); str(e) is one line saying why."""
 
 
-def compare_runs(old: dict, new: dict) -> tuple[str, int]:
-    """A table of per-variant median changes and the number of regressions (slower by > 5% or newly failing)."""
-    def index(doc):
-        return {(p["chapter"], p["name"], v["name"]): v for p in doc["pairs"]
-                for v in ([p["baseline"]] if p.get("baseline") else []) + p.get("variants", [])}
+def compare_runs(old: dict, new: dict, allow_quick_vs_full: bool = False) -> tuple[str, int]:
+    """A table of per-variant median changes and the number of regressions.
 
-    a, b = index(old), index(new)
-    lines = [f"old: {old['device']['name']} {old['created']}  new: {new['device']['name']} {new['created']}"]
-    if old["device"]["name"] != new["device"]["name"]:
-        lines.append("warning: different devices; changes include the hardware")
+    A regression is a variant slower by more than REGRESSION_PCT whose two intervals (median ± half its 95% CI)
+    do not overlap, a variant verified before and failing now, or a pair or variant of the old run missing from
+    the new one. Raises CompareRefused for a quick run against a full one (different sizes: nothing to
+    compare) unless allow_quick_vs_full; different devices or hosts are stated at the top.
+    """
+    notes = _compare_notes(old, new, allow_quick_vs_full)
+    lines = [_run_line("old", old), _run_line("new", new)] + [f"warning: {n}" for n in notes]
     lines.append(f"{'pair / variant':58s} {'old ms':>10s} {'new ms':>10s} {'change':>8s}")
     regressions = 0
-    for key in sorted(set(a) | set(b)):
-        label = f"ch{key[0]}/{key[1]} {key[2]}"
-        va, vb = a.get(key), b.get(key)
-        if va is None or vb is None:
-            lines.append(f"{label:58s} {'only in ' + ('new' if va is None else 'old'):>30s}")
-            continue
-        if va.get("verified") and not vb.get("verified"):
-            regressions += 1
-            lines.append(f"{label:58s} {'now FAILS verification':>30s}  REGRESSION")
-            continue
-        ma, mb = va.get("median_ms"), vb.get("median_ms")
-        if not ma or not mb:
-            lines.append(f"{label:58s} {'no timing':>30s}")
-            continue
-        change = 100 * (mb - ma) / ma
-        flag = ""
-        if change > REGRESSION_PCT:
-            regressions += 1
-            flag = "  REGRESSION"
-        elif change < -REGRESSION_PCT:
-            flag = "  faster"
-        lines.append(f"{label:58s} {ma:10.4g} {mb:10.4g} {change:+7.1f}%{flag}")
-    lines.append(f"{regressions} regression(s) (slower by more than {REGRESSION_PCT:.0f}% or newly failing)")
+    old_pairs, new_pairs = _pairs_by_key(old), _pairs_by_key(new)
+    for key in sorted(set(old_pairs) | set(new_pairs)):
+        rows = _compare_pair(key, old_pairs.get(key), new_pairs.get(key))
+        lines += [text for text, _ in rows]
+        regressions += sum(counts for _, counts in rows)
+    lines.append(f"{regressions} regression(s): slower by more than {REGRESSION_PCT:.0f}% beyond both runs' 95% "
+                 f"intervals, newly failing, or missing from the new run")
     return "\n".join(lines), regressions
+
+
+def _run_line(label: str, doc: dict) -> str:
+    host = host_text(doc) or "host not recorded"
+    return (f"{label}: {doc['device']['name']}, {host}, {'quick' if doc.get('quick') else 'full'} run, "
+            f"commit {doc.get('git_commit')}, {doc.get('created')}" + (", INTERRUPTED" if doc.get("interrupted") else ""))
+
+
+def _compare_notes(old: dict, new: dict, allow_quick_vs_full: bool) -> list[str]:
+    notes = []
+    if bool(old.get("quick")) != bool(new.get("quick")):
+        msg = (f"the old run is a {'quick' if old.get('quick') else 'full'} run and the new one a "
+               f"{'quick' if new.get('quick') else 'full'} run: their workload sizes differ, so their times "
+               f"cannot be compared")
+        if not allow_quick_vs_full:
+            raise CompareRefused(msg)
+        notes.append(msg)
+    if old["device"]["name"] != new["device"]["name"]:
+        notes.append(f"different devices ({old['device']['name']} vs {new['device']['name']}): "
+                     f"changes include the hardware")
+    old_cpu, new_cpu = (old.get("host") or {}).get("cpu"), (new.get("host") or {}).get("cpu")
+    if old_cpu and new_cpu and old_cpu != new_cpu:
+        notes.append(f"different host CPUs ({old_cpu} vs {new_cpu}): launch-bound times depend on the host")
+    elif bool(old_cpu) != bool(new_cpu):
+        notes.append(f"the {'old' if not old_cpu else 'new'} run does not record its host CPU: hosts may differ")
+    if new.get("interrupted"):
+        notes.append("the new run was interrupted: pairs it did not reach are listed as missing")
+    return notes
+
+
+def _pairs_by_key(doc: dict) -> dict:
+    return {(p["chapter"], p["name"]): p for p in doc["pairs"]}
+
+
+def _label(key, variant: str | None = None) -> str:
+    return f"ch{key[0]}/{key[1]}" + (f" {variant}" if variant else "")
+
+
+def _row(label: str, text: str, regression: bool = False) -> tuple[str, int]:
+    return f"{label:58s} {text:>30s}" + ("  REGRESSION" if regression else ""), int(regression)
+
+
+def _compare_pair(key, old: dict | None, new: dict | None) -> list[tuple[str, int]]:
+    """[(line, regressions)] for one pair."""
+    if new is None:
+        return [_row(_label(key), "MISSING from the new run", regression=True)]
+    if old is None:
+        return [_row(_label(key), "new pair")]
+    if new["status"] == "skipped":
+        return [_row(_label(key), f"skipped in new run: {_short(new.get('error') or '', 40)}",
+                     regression=old["status"] != "skipped")]
+    if not new.get("baseline"):
+        was_ok = variant_status(old["baseline"])[0] == "ok" if old.get("baseline") else False
+        return [_row(_label(key), f"FAILED in new run: {_short(new.get('error') or '', 40)}", regression=was_ok)]
+    if old["status"] == "skipped" or not old.get("baseline"):
+        return [_row(_label(key), f"{'skipped' if old['status'] == 'skipped' else 'failed'} in old run: "
+                                  f"nothing to compare")]
+    if (old.get("workload") or {}).get("bytes_moved") != (new.get("workload") or {}).get("bytes_moved") or \
+            (old.get("workload") or {}).get("flops") != (new.get("workload") or {}).get("flops"):
+        if old.get("workload") and new.get("workload"):
+            return [_row(_label(key), "workload changed: not compared")]
+    a = {v["name"]: v for v in entries(old)}
+    b = {v["name"]: v for v in entries(new)}
+    return [_compare_variant(_label(key, name), a.get(name), b.get(name)) for name in list(a) + [n for n in b if n not in a]]
+
+
+def _compare_variant(label: str, va: dict | None, vb: dict | None) -> tuple[str, int]:
+    if vb is None:
+        return _row(label, "MISSING from the new run", regression=True)
+    if va is None:
+        return _row(label, "new variant")
+    sa, sb = variant_status(va)[0], variant_status(vb)[0]
+    if sb == "skipped":
+        return _row(label, f"skipped in new run: {_short(variant_status(vb)[1], 30)}", regression=sa != "skipped")
+    if sb == "FAILED":
+        if sa == "FAILED":
+            return _row(label, "FAILED in both runs")
+        return _row(label, f"now FAILS: {_short(variant_status(vb)[1], 40)}", regression=sa != "skipped")
+    ma, mb = va.get("median_ms"), vb.get("median_ms")
+    if not ma or not mb:
+        return _row(label, "fixed: passes now" if sa == "FAILED" else "no timing")
+    return _timed_change(label, va, vb)
+
+
+def _timed_change(label: str, va: dict, vb: dict) -> tuple[str, int]:
+    """Slower or faster only when the change exceeds REGRESSION_PCT and the two runs' intervals do not overlap."""
+    ma, mb = va["median_ms"], vb["median_ms"]
+    ha, hb = (va.get("median_ci_pct") or 0) / 200, (vb.get("median_ci_pct") or 0) / 200
+    change = 100 * (mb - ma) / ma
+    apart = mb * (1 - hb) > ma * (1 + ha) or mb * (1 + hb) < ma * (1 - ha)
+    regression = change > REGRESSION_PCT and apart
+    if regression:
+        flag = "  REGRESSION"
+    elif change < -REGRESSION_PCT and apart:
+        flag = "  faster"
+    elif abs(change) > REGRESSION_PCT:
+        flag = f"  within noise (±{100 * ha:.2g}% / ±{100 * hb:.2g}%)"
+    else:
+        flag = ""
+    if variant_status(vb)[0] == "SUSPECT":
+        flag += "  (new time SUSPECT)"
+    return f"{label:58s} {ma:10.4g} {mb:10.4g} {change:+7.1f}%{flag}", int(regression)

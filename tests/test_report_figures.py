@@ -1,0 +1,330 @@
+"""summary.md, --compare and the figures, on documents shaped like the harness's: every status a variant can have."""
+import copy
+import os
+import stat
+
+import pytest
+
+from common import figures
+from common.report import (CompareRefused, atomic_write, compare_runs, format_with_ci, summary_markdown,
+                           validate_results, write_report)
+
+H100_CEILINGS = {"copy_gbps": 3008.0, "h2d_gbps": 55.0, "launch_us": 9.2,
+                 "matmul_tflops": {"fp32": 51.7, "tf32": 355.0, "bf16": 658.0, "fp16": 636.0}}
+CPU_CEILINGS = {"copy_gbps": 11.2, "launch_us": 2.6,
+                "matmul_tflops": {"fp32": 0.0896, "tf32": 0.0896, "bf16": 0.0896, "fp16": 0.0896}}
+
+
+def entry(name, median_ms, ci_pct=1.0, speedup=None, **more):
+    v = {"name": name, "median_ms": median_ms, "p10_ms": median_ms * 0.99 if median_ms else None,
+         "p90_ms": median_ms * 1.01 if median_ms else None, "median_ci_pct": ci_pct if median_ms else None,
+         "speedup": speedup, "verified": True, "pct_of_ceiling": 50.0, "error": None, "suspect": None,
+         "tflops": 0.005 / median_ms if median_ms else None, "arithmetic_intensity": 4.0}   # 5 GFLOP, 1.25 GB
+    v.update(more)
+    return v
+
+
+def failed(name, error=None, message=None):
+    v = entry(name, None, verified=False, tflops=None, arithmetic_intensity=None, pct_of_ceiling=None, error=error)
+    if message:
+        v["verification"] = {"ok": False, "message": message}
+    return v
+
+
+def pair(name, baseline, variants, status="ok", **more):
+    p = {"chapter": 1, "name": name, "bound": "memory", "status": status, "error": None,
+         "baseline": baseline, "variants": variants}
+    p.update(more)
+    return p
+
+
+def document(pairs, ceilings=H100_CEILINGS, device="NVIDIA H100 80GB HBM3", **more):
+    doc = {"schema_version": 1, "device": {"name": device, "type": "cuda" if ceilings is H100_CEILINGS else "cpu",
+                                           "ceilings": ceilings},
+           "torch": "2.13", "cuda": "13.0", "driver": "580", "git_commit": "abc1234",
+           "created": "2026-11-23T00:00:00+00:00", "quick": False,
+           "host": {"cpu": "AMD EPYC 9654 96-Core Processor", "cores": 192}, "pairs": pairs}
+    doc.update(more)
+    return doc
+
+
+def all_pass_run():
+    base = entry("baseline", 2.0, ci_pct=0.4, speedup=1.0, peak_memory_mb=512.0)
+    fast = entry("optimized_copy", 0.25, ci_pct=0.4, speedup=7.9123, speedup_ci=[7.6, 8.2], peak_memory_mb=256.0)
+    return document([pair("copy", base, [fast])])
+
+
+def run_with_failures():
+    """Every way a pair or a variant can end, in one run."""
+    base = entry("baseline", 1.0, ci_pct=0.5, speedup=1.0, peak_memory_mb=100.0)
+    mixed = pair("mixed", base, [
+        entry("optimized_mixed_fast", 0.025, speedup=40.1234, speedup_ci=[40.119, 40.127], peak_memory_mb=80.0),
+        entry("optimized_mixed_slow", 1 / 0.23, speedup=0.23),
+        entry("optimized_mixed_pitfall", 1 / 0.41, ci_pct=10.0, speedup=0.41, kind="pitfall"),
+        entry("optimized_mixed_tradeoff", 1 / 0.8, speedup=0.8, kind="tradeoff", peak_memory_mb=10.0),
+        entry("optimized_mixed_suspect", 0.001, speedup=None,
+              suspect="0.001 ms beats the 0.09 ms floor of 268 MB at 3008 GB/s (copy_gbps)"),
+        failed("optimized_mixed_wrong", message="relative error 4.41e-03 over fp32 tolerance 1e-05"),
+        failed("optimized_mixed_raises", error="RuntimeError: planted failure"),
+        failed("optimized_mixed_inplace", error="modified input x"),
+        failed("optimized_mixed_stale", error="returns a result computed before the call"),
+        dict(failed("optimized_mixed_gpu"), skipped="needs CUDA", verified=False),
+    ], status="failed", error="optimized_mixed_wrong failed (verify): relative error 4.41e-03 over fp32 tolerance 1e-05",
+        errors=["optimized_mixed_wrong failed (verify): relative error 4.41e-03 over fp32 tolerance 1e-05",
+                "optimized_mixed_raises failed (verify): RuntimeError: planted failure",
+                "optimized_mixed_inplace failed (verify): modified input x",
+                "optimized_mixed_stale failed (verify): returns a result computed before the call"])
+    hung = pair("hangs", entry("baseline", 3.0, speedup=1.0), [
+        entry("optimized_hangs_a", 1.5, speedup=2.0),
+        failed("optimized_hangs_b", error="timed out after 600 s in optimized_hangs_b (time)"),
+        dict(failed("optimized_hangs_c"), skipped="not run: optimized_hangs_b timed out")],
+        status="failed", error="timed out after 600 s in optimized_hangs_b (time)", hung_variant="optimized_hangs_b")
+    crashed = pair("crashes", None, [], status="failed", error="crashed (exit code -11): Segmentation fault")
+    timed_out = pair("stuck", None, [], status="failed", error="timed out after 600 s", hung_variant="baseline")
+    skipped = pair("gpu_only", None, [], status="skipped", error="needs CUDA; this run is on CPU")
+    return document([mixed, hung, crashed, timed_out, skipped], interrupted=True)
+
+
+def all_timeout_run():
+    return document([pair(n, None, [], status="failed", error="timed out after 600 s", hung_variant="baseline")
+                     for n in ("a", "b", "c")])
+
+
+def table_rows(md, variant):
+    """The rows of `variant` in the main results table."""
+    main = md.split("## ")[0]
+    return [line for line in main.splitlines() if line.startswith("| ch1/") and f"| {variant} |" in line]
+
+
+# ----------------------------------------------------------------------------- digits
+@pytest.mark.parametrize("value, rel, text", [
+    (7.9123, 0.3 / 7.9, "7.9"),        # ±0.3: the tenths are the last digit it supports
+    (40.1234, 1e-4, "40.12"),          # ±0.004 supports more, but 4 significant digits is the most printed
+    (7.87, 0.15 / 7.87, "7.87"),       # an interval starting with 1 keeps two digits
+    (123.4, 0.2, "120"),               # ±25: to the tens
+    (0.2345, 0.9, "0.2"),              # ±0.21
+    (0.2345, 0.5, "0.23"),             # ±0.12: a leading 1, two digits
+    (40.1024, None, "40.1"),           # unknown interval: three significant digits
+    (None, 0.1, "–"),
+])
+def test_speedups_carry_the_digits_their_interval_supports(value, rel, text):
+    assert format_with_ci(value, rel) == text
+
+
+# ----------------------------------------------------------------------------- summary.md
+def test_summary_has_one_status_column_a_ci_column_and_the_host():
+    md = summary_markdown(all_pass_run())
+    header = next(line for line in md.splitlines() if line.startswith("| pair |"))
+    cells = [c.strip() for c in header.strip("|").split("|")]
+    assert cells.count("status") == 1 and "verified" not in cells
+    assert any("CI" in c for c in cells) and "peak memory MB" in cells
+    assert "AMD EPYC 9654 96-Core Processor, 192 cores" in md
+    (row,) = table_rows(md, "optimized_copy")
+    assert "| ok |" in row and "7.9× (7.6–8.2)" in row and "±0.2%" in row and "| 256.0 |" in row
+    assert "Interrupted" not in md
+
+
+def test_summary_lists_every_failure_and_gives_each_variant_one_status():
+    doc = run_with_failures()
+    md = summary_markdown(doc)
+    assert md.index("Interrupted") < md.index("| pair |")
+    failures = md.split("## Failures")[1]
+    for reason in ("4.41e-03", "planted failure", "modified input x", "returns a result computed before the call",
+                   "timed out after 600 s in optimized_hangs_b", "Segmentation fault", "hung in baseline"):
+        assert reason in failures, reason
+    status_col = 3
+    def status(variant):
+        (row,) = table_rows(md, variant)
+        return [c.strip() for c in row.strip("|").split("|")][status_col]
+    assert status("optimized_mixed_raises") == "**FAILED**: RuntimeError: planted failure"
+    assert status("optimized_mixed_wrong").startswith("**FAILED**: failed verification: relative error")
+    assert status("optimized_mixed_gpu") == "skipped: needs CUDA"
+    assert status("optimized_mixed_pitfall") == "pitfall (slower by design)"
+    assert status("optimized_mixed_tradeoff") == "tradeoff (slower by design)"
+    assert status("optimized_mixed_suspect").startswith("**SUSPECT**: 0.001 ms beats")
+    assert status("optimized_mixed_fast") == "ok" and "40.12×" in table_rows(md, "optimized_mixed_fast")[0]
+    # a pair that failed as a whole has its own row; the skipped pair says why
+    assert any("ch1/crashes" in line and "**FAILED**: crashed" in line for line in md.splitlines())
+    assert any("ch1/gpu_only" in line and "skipped: needs CUDA" in line for line in md.splitlines())
+
+
+def test_a_suspect_time_has_no_speedup_and_a_pitfall_is_no_failure():
+    md = summary_markdown(run_with_failures())
+    (suspect,) = table_rows(md, "optimized_mixed_suspect")
+    assert "×" not in suspect.split("|")[7] and "SUSPECT" in md.split("## Suspect")[1]
+    (pitfall,) = table_rows(md, "optimized_mixed_pitfall")
+    assert "FAILED" not in pitfall and "0.41×" in pitfall
+    assert "pitfall" not in md.split("## Failures")[1].split("##")[0]
+
+
+def test_old_results_without_the_new_fields_still_summarise():
+    old = all_pass_run()
+    del old["host"]
+    for v in [old["pairs"][0]["baseline"]] + old["pairs"][0]["variants"]:
+        for k in ("suspect", "peak_memory_mb", "speedup_ci"):
+            v.pop(k, None)
+    md = summary_markdown(old)
+    assert "Host CPU" not in md and "peak memory" not in md
+    # the interval derived from both medians' ±0.2%: 8.0 × (1 ∓ 0.002) / (1 ± 0.002)
+    (row,) = table_rows(md, "optimized_copy")
+    assert "7.91× (7.88–7.94)" in row
+
+
+# ----------------------------------------------------------------------------- compare
+def noisy(doc, factor, ci_pct):
+    doc = copy.deepcopy(doc)
+    for p in doc["pairs"]:
+        for v in ([p["baseline"]] if p.get("baseline") else []) + p["variants"]:
+            if v.get("median_ms"):
+                v["median_ms"] *= factor
+                v["median_ci_pct"] = ci_pct
+    return doc
+
+
+def test_identical_runs_have_no_regressions():
+    doc = run_with_failures()
+    text, n = compare_runs(doc, copy.deepcopy(doc))
+    assert n == 0 and "REGRESSION" not in text
+
+
+def test_a_change_inside_both_intervals_is_noise_and_one_beyond_them_is_a_regression():
+    old = noisy(all_pass_run(), 1.0, ci_pct=30.0)         # ±15%
+    text, n = compare_runs(old, noisy(old, 1.2, ci_pct=30.0))
+    assert n == 0 and "within noise" in text
+    tight = noisy(all_pass_run(), 1.0, ci_pct=1.0)
+    text, n = compare_runs(tight, noisy(tight, 1.2, ci_pct=1.0))
+    assert n == 2 and text.count("REGRESSION") == 2         # baseline and variant, each 20% slower
+    _, n = compare_runs(tight, noisy(tight, 1.03, ci_pct=0.1))   # beyond the intervals, under 5%
+    assert n == 0
+
+
+def test_quick_against_full_is_refused_unless_allowed():
+    full = all_pass_run()
+    quick = dict(copy.deepcopy(full), quick=True)
+    with pytest.raises(CompareRefused, match="quick"):
+        compare_runs(full, quick)
+    text, _ = compare_runs(full, quick, allow_quick_vs_full=True)
+    assert "warning:" in text.splitlines()[2] and "quick" in text.splitlines()[2]
+
+
+def test_different_devices_and_hosts_are_stated_at_the_top():
+    old = all_pass_run()
+    new = copy.deepcopy(old)
+    new["device"]["name"] = "NVIDIA A100"
+    new["host"]["cpu"] = "Intel Xeon Platinum 8480+"
+    head = compare_runs(old, new)[0].split("pair / variant")[0]
+    assert "different devices" in head and "different host CPUs" in head
+
+
+def test_missing_pairs_and_variants_count_as_regressions():
+    old = run_with_failures()
+    new = copy.deepcopy(old)
+    new["pairs"] = [p for p in new["pairs"] if p["name"] != "hangs"]
+    mixed = next(p for p in new["pairs"] if p["name"] == "mixed")
+    mixed["variants"] = [v for v in mixed["variants"] if v["name"] != "optimized_mixed_fast"]
+    text, n = compare_runs(old, new)
+    assert n == 2 and text.count("MISSING") == 2
+    assert "ch1/hangs" in text and "optimized_mixed_fast" in text
+
+
+def test_a_newly_failing_variant_is_a_regression_and_a_pair_that_now_crashes_too():
+    old = all_pass_run()
+    new = copy.deepcopy(old)
+    new["pairs"][0]["variants"][0] = failed("optimized_copy", error="modified input x")
+    assert compare_runs(old, new)[1] == 1
+    new["pairs"][0] = pair("copy", None, [], status="failed", error="crashed (exit code -11)")
+    assert compare_runs(old, new)[1] == 1
+
+
+# ----------------------------------------------------------------------------- files
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o077, 0o600)])
+def test_report_files_follow_the_umask(tmp_path, mask, mode):
+    old = os.umask(mask)
+    try:
+        atomic_write(tmp_path / "summary.md", ["x"])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "summary.md").stat().st_mode) == mode
+
+
+def test_write_report_writes_every_file_readable(tmp_path):
+    old = os.umask(0o022)
+    try:
+        written = write_report(run_with_failures(), tmp_path)
+    finally:
+        os.umask(old)
+    assert {p.name for p in written} == {"summary.md", "speedup.png", "roofline.png", "results.json"}
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o644 for p in written)
+    assert validate_results(run_with_failures()) == []
+
+
+# ----------------------------------------------------------------------------- figures
+@pytest.fixture
+def drawn(monkeypatch):
+    """Draw a figure and keep it open for inspection instead of saving it."""
+    figs = []
+    monkeypatch.setattr(figures, "save_figure", lambda fig, path: (fig.canvas.draw(), figs.append(fig)))
+
+    def draw(plot, doc):
+        plot(doc, None)
+        return figs[-1]
+    yield draw
+    import matplotlib.pyplot as plt
+    plt.close("all")
+
+
+def test_speedup_chart_has_a_row_for_every_pair_even_when_all_timed_out(drawn):
+    rows = figures.speedup_rows(all_timeout_run())
+    assert [r.kind for r in rows] == ["FAILED"] * 3 and all("timed out" in r.text for r in rows)
+    ax = drawn(figures.plot_speedups, all_timeout_run()).axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert sum("FAILED: timed out after 600 s" in t for t in texts) == 3
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["ch1/a", "ch1/b", "ch1/c"]
+
+
+def test_speedup_chart_colours_say_the_status(drawn):
+    rows = {r.label: r for r in figures.speedup_rows(run_with_failures())}
+    assert rows["ch1/mixed: fast"].kind == "faster" and rows["ch1/mixed: fast"].text == "40.12×"
+    assert rows["ch1/mixed: slow"].kind == "slower" and figures.COLOURS["slower"] != figures.COLOURS["faster"]
+    assert rows["ch1/mixed: pitfall"].kind == "by design"
+    assert rows["ch1/mixed: pitfall"].text == "pitfall: 0.41× (slower by design)"
+    assert rows["ch1/mixed: suspect"].kind == "SUSPECT" and rows["ch1/mixed: suspect"].speedup is None
+    assert rows["ch1/mixed: raises"].kind == "FAILED" and rows["ch1/mixed: gpu"].kind == "skipped"
+    assert rows["ch1/crashes"].kind == "FAILED" and rows["ch1/gpu_only"].kind == "skipped"
+    fig = drawn(figures.plot_speedups, run_with_failures())
+    ax = fig.axes[0]
+    red = [t for t in ax.texts if t.get_text().startswith("FAILED")]
+    assert red and all(t.get_color() == figures.COLOURS["FAILED"] for t in red)
+
+
+@pytest.mark.parametrize("make", [all_pass_run, run_with_failures, all_timeout_run])
+def test_speedup_labels_stay_inside_the_axes_and_ticks_do_not_overlap(drawn, make):
+    fig = drawn(figures.plot_speedups, make())
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    box = ax.get_window_extent(renderer)
+    for t in ax.texts:
+        ext = t.get_window_extent(renderer)
+        assert box.x0 - 1 <= ext.x0 and ext.x1 <= box.x1 + 1, t.get_text()
+    labels = [t for t in ax.get_xticklabels() if t.get_text() and t.get_visible()]
+    assert not [t for t in ax.xaxis.get_minorticklabels() if t.get_text()]
+    extents = sorted((t.get_window_extent(renderer) for t in labels), key=lambda e: e.x0)
+    assert all(a.x1 < b.x0 for a, b in zip(extents, extents[1:]))
+
+
+def test_coinciding_roofs_are_drawn_once():
+    fig, ax = figures.roofline_axes(CPU_CEILINGS, "cpu")
+    assert [line.get_label() for line in ax.get_lines()] == ["fp32 = tf32 = bf16 = fp16 roof: 11 GB/s, 0.0896 TFLOP/s"]
+    fig, ax = figures.roofline_axes(H100_CEILINGS, "gpu")
+    assert len(ax.get_lines()) == 4
+
+
+def test_roofline_baselines_are_visible_and_the_legend_is_outside(drawn):
+    fig = drawn(figures.plot_roofline, run_with_failures())
+    ax = fig.axes[0]
+    baselines = [c for c in ax.collections if tuple(c.get_facecolor()[0][:3]) == (1.0, 1.0, 1.0)]
+    assert baselines and all(c.get_edgecolor()[0][3] == 1.0 and c.get_linewidths()[0] > 1 for c in baselines)
+    renderer = fig.canvas.get_renderer()
+    assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
+    # crashed and timed-out pairs, which have no point, are named under the plot
+    assert any("ch1/crashes" in t.get_text() for t in ax.texts)
