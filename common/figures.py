@@ -91,7 +91,7 @@ def speedup_rows(doc: dict) -> list[Row]:
             if base and variant_status(base)[0] in ("FAILED", "skipped"):
                 status, why = variant_status(base)
                 pair_rows.append(Row(f"{key}: baseline", status, f"{status}: {why}"))
-            several = len(p.get("variants") or []) > 1
+            several = len(p.get("variants") or []) > 1 or bool(pair_rows)   # name the variant beside other rows
             for v in p.get("variants") or []:
                 label = f"{key}: {short_variant_name(p['name'], v['name'])}" if several else key
                 pair_rows.append(_variant_row(label, v, base))

@@ -135,8 +135,6 @@ def variant_status(v: dict) -> tuple[str, str]:
 
 def pair_level_error(pair: dict) -> str | None:
     """The pair's own failure (timeout, crash before any result, skip) when no entry of it carries that failure."""
-    if pair.get("status") == "skipped":
-        return None
     if pair.get("status") != "failed":
         return None
     if pair.get("baseline") and any(variant_status(v)[0] == "FAILED" for v in entries(pair)):
@@ -154,9 +152,9 @@ def pair_failures(pair: dict) -> list[str]:
     else:  # older results.json: each failed entry's own reason
         reasons = [f"{name}: {why}" for name, why in failed]
     first = pair.get("error")
-    said = lambda text: any(text in r or r.endswith(text) for r in reasons) or \
-        any(text.startswith(name + " ") and why in text for name, why in failed)
-    if first and pair.get("status") == "failed" and not said(first):
+    # the pair's first reason is usually one of its entries' reasons, worded "<variant> failed (<stage>): <why>"
+    restated = first and any(first.startswith(name + " ") and why in first for name, why in failed)
+    if first and pair.get("status") == "failed" and not restated and not any(first in r for r in reasons):
         reasons.insert(0, first)
     hung = pair.get("hung_variant")
     if hung and not any(hung in r for r in reasons):
@@ -196,7 +194,7 @@ def _ci_decimals(value: float, rel_halfwidth: float | None, max_digits: int = 4)
     (two when that digit is a 1, so 7.87 ± 0.15 keeps its 7), never more than max_digits significant digits."""
     magnitude = math.floor(math.log10(abs(value))) if value else 0
     most = max_digits - 1 - magnitude
-    if not rel_halfwidth or rel_halfwidth <= 0 or not math.isfinite(rel_halfwidth):
+    if not value or not rel_halfwidth or rel_halfwidth <= 0 or not math.isfinite(rel_halfwidth):
         return min(most, 2 - magnitude) if rel_halfwidth is None else most   # unknown interval: 3 digits
     halfwidth = abs(value) * rel_halfwidth
     exponent = math.floor(math.log10(halfwidth))
@@ -218,7 +216,7 @@ def _round_to(value: float, decimals: int) -> str:
     return f"{round(value, decimals):.0f}"
 
 
-def speedup_text(v: dict, base: dict | None, with_interval: bool = True) -> str:
+def speedup_text(v: dict, base: dict | None) -> str:
     """"7.9× (7.6–8.2)": the speedup and its interval at the digits the interval supports; "–" when there is none."""
     s = v.get("speedup")
     if s is None or variant_status(v)[0] in ("FAILED", "SUSPECT", "skipped"):
@@ -226,7 +224,7 @@ def speedup_text(v: dict, base: dict | None, with_interval: bool = True) -> str:
     interval = speedup_interval(base, v)
     decimals = _ci_decimals(s, interval_rel_halfwidth(s, interval))
     text = f"{_round_to(s, decimals)}×"
-    if with_interval and interval:
+    if interval:
         text += f" ({_round_to(interval[0], decimals)}–{_round_to(interval[1], decimals)})"
     return text
 
@@ -508,7 +506,7 @@ def _label(key, variant: str | None = None) -> str:
 
 
 def _row(label: str, text: str, regression: bool = False) -> tuple[str, int]:
-    return f"{label:58s} {text:>30s}" + ("  REGRESSION" if regression else ""), int(regression)
+    return f"{label:58s} {text}" + ("  REGRESSION" if regression else ""), int(regression)
 
 
 def _compare_pair(key, old: dict | None, new: dict | None) -> list[tuple[str, int]]:
@@ -518,11 +516,13 @@ def _compare_pair(key, old: dict | None, new: dict | None) -> list[tuple[str, in
     if old is None:
         return [_row(_label(key), "new pair")]
     if new["status"] == "skipped":
-        return [_row(_label(key), f"skipped in new run: {_short(new.get('error') or '', 40)}",
-                     regression=old["status"] != "skipped")]
+        if old["status"] == "skipped":
+            return [_row(_label(key), "skipped in both runs")]
+        return [_row(_label(key), f"skipped in new run: {_short(new.get('error') or '', 60)}", regression=True)]
     if not new.get("baseline"):
-        was_ok = variant_status(old["baseline"])[0] == "ok" if old.get("baseline") else False
-        return [_row(_label(key), f"FAILED in new run: {_short(new.get('error') or '', 40)}", regression=was_ok)]
+        if not (old.get("baseline") and variant_status(old["baseline"])[0] == "ok"):
+            return [_row(_label(key), "FAILED in both runs")]
+        return [_row(_label(key), f"FAILED in new run: {_short(new.get('error') or '', 60)}", regression=True)]
     if old["status"] == "skipped" or not old.get("baseline"):
         return [_row(_label(key), f"{'skipped' if old['status'] == 'skipped' else 'failed'} in old run: "
                                   f"nothing to compare")]
@@ -542,11 +542,13 @@ def _compare_variant(label: str, va: dict | None, vb: dict | None) -> tuple[str,
         return _row(label, "new variant")
     sa, sb = variant_status(va)[0], variant_status(vb)[0]
     if sb == "skipped":
-        return _row(label, f"skipped in new run: {_short(variant_status(vb)[1], 30)}", regression=sa != "skipped")
+        if sa in ("skipped", "FAILED"):
+            return _row(label, f"{sa} in old run, skipped in new run")
+        return _row(label, f"skipped in new run: {_short(variant_status(vb)[1], 60)}", regression=True)
     if sb == "FAILED":
         if sa == "FAILED":
             return _row(label, "FAILED in both runs")
-        return _row(label, f"now FAILS: {_short(variant_status(vb)[1], 40)}", regression=sa != "skipped")
+        return _row(label, f"now FAILS: {_short(variant_status(vb)[1], 60)}", regression=sa != "skipped")
     ma, mb = va.get("median_ms"), vb.get("median_ms")
     if not ma or not mb:
         return _row(label, "fixed: passes now" if sa == "FAILED" else "no timing")

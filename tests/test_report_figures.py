@@ -328,3 +328,17 @@ def test_roofline_baselines_are_visible_and_the_legend_is_outside(drawn):
     assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
     # crashed and timed-out pairs, which have no point, are named under the plot
     assert any("ch1/crashes" in t.get_text() for t in ax.texts)
+
+
+def test_the_committed_h100_reports_still_read(drawn):
+    """Old results.json files (no host, kind, suspect or speedup_ci) summarise and draw."""
+    import json
+    from conftest import ROOT
+    doc = json.loads((ROOT / "profiles/h100/ch1/results.json").read_text())
+    md = summary_markdown(doc)
+    (row,) = table_rows(md, "optimized_batched_gemm")
+    assert "| ok |" in row and "40.1× (" in row
+    rows = figures.speedup_rows(doc)
+    assert len(rows) == 10 and all(r.kind == "faster" for r in rows)
+    ax = drawn(figures.plot_roofline, doc).axes[0]
+    assert any("ch1/pinned_memory" in t.get_text() for t in ax.texts)   # a transfer pair has no FLOPs to place
