@@ -1,7 +1,7 @@
 """One decode step at batch 1, eager: the static-cache step as model code runs it, kernel by kernel.
 
 Workload: the ~1B model (bf16, 16 layers) on a GPU, one request 1024 tokens in, cache of 1088.
-On a CPU (and --quick): the small model, fp32, context 256 (quick 128).
+On a CPU (and --quick): the small model, fp32, context 256 (quick 64).
 
 Bound: memory, in principle: at batch 1 every weight is read once per token, 1.70 GB + 36 MB of KV
 ≈ 0.58 ms at the H100's measured ~3.0 TB/s copy bandwidth; that floor is this pair's ceiling. Eager,
@@ -19,7 +19,7 @@ BOUND = "memory"
 
 def workload(seed: int, device, quick: bool = False):
     gpu = torch.device(device).type == "cuda"
-    return decode_workload(seed, device, quick, batch=1, context=1024 if gpu and not quick else (128 if quick else 256))
+    return decode_workload(seed, device, quick, batch=1, context=1024 if gpu and not quick else (64 if quick else 256))
 
 
 def prepare(w):

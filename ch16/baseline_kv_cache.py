@@ -2,7 +2,7 @@
 
 Workload: the ~1B model (bf16) on a GPU, 4 requests 1024 tokens in, one decode step: the token fed
 this step is appended to the prefix and the model runs over all 1025 positions to get the last
-one's logits. On a CPU (and --quick): the small model, fp32, 2 requests 256 (quick 128) tokens in.
+one's logits. On a CPU (and --quick): the small model, fp32, 2 requests 256 (quick 64) tokens in.
 
 Bound: compute, at this size, though the pair is measured against the memory floor of the step it
 should be. Napkin math (H100): 4 x 1025 tokens x 2 x 0.79 GFLOP ≈ 6.5 TFLOP per step ≈ 9 ms at
@@ -21,7 +21,7 @@ BOUND = "memory"  # the fewest bytes: the cached step's (weights + KV once); the
 
 def workload(seed: int, device, quick: bool = False):
     gpu = torch.device(device).type == "cuda"
-    batch, context = (4, 1024) if gpu and not quick else (2, 128 if quick else 256)
+    batch, context = (4, 1024) if gpu and not quick else (2, 64 if quick else 256)
     return decode_workload(seed, device, quick, batch, context)
 
 

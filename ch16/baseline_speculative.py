@@ -1,0 +1,41 @@
+"""The target alone, greedy: 64 new tokens one step at a time, each step a CUDA graph (on a GPU).
+
+Workload: the ~1B target (bf16) on a GPU, one request with a 128-token prompt, 64 new tokens; on a CPU
+(and --quick) the small model, fp32, 32 (quick 16) prompt tokens, 16 (quick 8) new. The call returns
+the target's logits at every generated position (1, n_new, vocab). The target's layers past the
+first `depth` are scaled (speculative.py) so that the optimized variant's early-exit draft has a
+stated acceptance rate; `python ch16/speculative_sweep.py` sweeps it and k.
+
+Bound: memory. Napkin math (H100): each token reads the 1.70 GB of weights once, ≈ 0.57 ms at 3 TB/s,
+so 64 tokens ≥ 36 ms alone. The pair's bytes_moved is the floor of any decoder of this target: one
+weight read per k+1 = 5 tokens (every proposal accepted), 13 passes ≈ 7.4 ms.
+"""
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import math
+
+from common import Workload
+from ch16.model import KVCache
+from ch16.speculative import GreedyDecoder, greedy_work, spec_workload_inputs
+
+BOUND = "memory"
+
+
+def workload(seed: int, device, quick: bool = False) -> Workload:
+    inputs, s, model = spec_workload_inputs(seed, device, quick)
+    flops, bytes_alone = greedy_work(model, s)
+    passes = math.ceil(s["n_new"] / (s["k"] + 1))
+    return Workload(inputs=inputs, updated=("k_cache", "v_cache", "draft_k_cache", "draft_v_cache"),
+                    flops=flops, bytes_moved=bytes_alone * passes / s["n_new"], items=s["n_new"], item_name="tokens",
+                    note=f"{model.cfg.n_params() / 1e9:.2f}B target, draft = first {s['depth']} layers, deep layers "
+                         f"x{s['scale']}, prompt {s['prompt']}, {s['n_new']} new tokens, k={s['k']}")
+
+
+def prepare(w: Workload):
+    s = w.inputs["settings"]
+    cache = KVCache(w.inputs["k_cache"], w.inputs["v_cache"])
+    return GreedyDecoder(w.inputs["model"], cache, w.inputs["prompt"], s["n_new"])
+
+
+if __name__ == "__main__":
+    from common import run_pair_file
+    run_pair_file(__file__)

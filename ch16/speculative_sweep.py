@@ -1,0 +1,133 @@
+"""Speculative decoding over a sweep of acceptance rate and k: measured speedup vs Leviathan et al.'s expectation.
+
+For each deep-layer scale (which sets how often the early-exit draft agrees with the target) and
+each k, this runs the target alone and with the draft, on the same prompt, and reports:
+
+    α          accepted proposals / proposals (per-proposal acceptance, measured)
+    E          (1 - α^(k+1)) / (1 - α): expected tokens per target pass (Leviathan et al., 2023)
+    tok/pass   tokens emitted per target pass (measured)
+    c          draft step time / target step time (measured, CUDA graphs on a GPU)
+    expected   E / (k c + v), v = verification pass time / target step time (measured)
+    measured   time of the target alone / time with the draft
+
+Every run is checked with the logits-and-margin rule (verify_decode.py): the speculative decoder's
+logits teacher-forced on the target's own greedy tokens, and its free-running tokens.
+
+    python ch16/speculative_sweep.py [--device cuda] [--quick] [--out DIR]
+"""
+from __future__ import annotations
+
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from ch16.model import KVCache
+from ch16.speculative import GreedyDecoder, SpeculativeDecoder, spec_workload_inputs
+from ch16.verify_decode import check_decode
+
+
+def timed(fn, device, reps: int) -> float:
+    """Median wall time of fn() in ms, synchronized (one host sync per round is part of the method)."""
+    samples = []
+    for _ in range(reps):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples)
+
+
+def expected_tokens_per_pass(alpha: float, k: int) -> float:
+    return k + 1.0 if alpha >= 1.0 else (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+def run(device, quick: bool, scales, ks, reps: int, seed: int = 7) -> list[dict]:
+    rows = []
+    precision = "bf16" if device.type == "cuda" else "fp32"
+    for scale in scales:
+        inputs, s, model = spec_workload_inputs(seed, device, quick, scale=scale, k=max(ks))
+        cache = KVCache(inputs["k_cache"], inputs["v_cache"])
+        dcache = KVCache(inputs["draft_k_cache"], inputs["draft_v_cache"])
+        greedy = GreedyDecoder(model, cache, inputs["prompt"], s["n_new"])
+        ref_logits = greedy().clone()
+        ref_tokens = ref_logits.argmax(-1)
+        t_alone = timed(greedy, device, reps)
+        step_ms = t_alone / s["n_new"]
+        draft_ms = None
+        for k in ks:
+            spec = SpeculativeDecoder(model, cache, dcache, s["depth"], inputs["prompt"], s["n_new"], k)
+            out_logits = spec().clone()
+            alpha, rounds = spec.acceptance, spec.rounds
+            spec.forced = ref_tokens
+            tf_logits = spec().clone()
+            spec.forced = None
+            verdict = check_decode(ref_tokens, ref_logits, tf_logits, out_logits.argmax(-1), precision)
+            t_spec = timed(spec, device, reps)
+            if draft_ms is None:  # one draft step and one verification pass, each alone
+                draft_ms = timed(lambda: [spec.draft() for _ in range(16)], device, reps) / 16
+            verify_ms = timed(lambda: [spec.verify() for _ in range(16)], device, reps) / 16
+            c, v = draft_ms / step_ms, verify_ms / step_ms
+            E = expected_tokens_per_pass(alpha, k)
+            rows.append({"scale": scale, "k": k, "alpha": alpha, "expected_tokens_per_pass": E,
+                         "tokens_per_pass": s["n_new"] / rounds, "rounds": rounds, "n_new": s["n_new"],
+                         "draft_over_step": c, "verify_over_step": v, "step_ms": step_ms,
+                         "alone_ms": t_alone, "spec_ms": t_spec, "expected_speedup": E / (k * c + v),
+                         "measured_speedup": t_alone / t_spec, "verified": verdict.ok,
+                         "verification": verdict.as_dict(), "depth": s["depth"], "cfg": s["cfg"]})
+            r = rows[-1]
+            print(f"scale {scale:4.2f} k {k}: α {alpha:.2f}  E {E:.2f}  tok/pass {r['tokens_per_pass']:.2f}  "
+                  f"c {c:.3f}  v {v:.2f}  expected {r['expected_speedup']:.2f}x  measured {r['measured_speedup']:.2f}x  "
+                  f"[{'ok' if verdict.ok else 'FAILED'}: {verdict.message}]", flush=True)
+    return rows
+
+
+def plot(rows: list[dict], path: pathlib.Path) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for k in sorted({r["k"] for r in rows}):
+        rs = [r for r in rows if r["k"] == k]
+        ax.plot([r["alpha"] for r in rs], [r["measured_speedup"] for r in rs], "o", label=f"k={k} measured")
+        ax.plot([r["alpha"] for r in rs], [r["expected_speedup"] for r in rs], "x", color=ax.lines[-1].get_color(),
+                label=f"k={k} expected")
+    ax.axhline(1.0, color="grey", lw=0.5)
+    ax.set_xlabel("acceptance rate α (measured)")
+    ax.set_ylabel("speedup over the target alone")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--scales", type=float, nargs="+", default=[0.0, 0.25, 0.5, 1.0, 2.0])
+    ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--out", type=pathlib.Path)
+    a = ap.parse_args(argv)
+    device = torch.device(a.device)
+    rows = run(device, a.quick, a.scales, a.ks, a.reps)
+    if a.out:
+        a.out.mkdir(parents=True, exist_ok=True)
+        meta = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+                "torch": torch.__version__, "quick": a.quick}
+        (a.out / "speculative_sweep.json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
+        plot(rows, a.out / "speculative_sweep.png")
+    return 0 if all(r["verified"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

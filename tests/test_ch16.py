@@ -1,0 +1,114 @@
+"""Chapter 16 on the CPU: the model's paths agree, checkpoints load, speculative decoding keeps the target's output."""
+import json
+
+import pytest
+import torch
+
+from ch16.model import (CONFIGS, KVCache, build_model, decode_step, forward_no_cache, greedy_generate, load_checkpoint,
+                        prefill, random_tokens, save_hf_checkpoint, scale_deep_layers, teacher_forced_logits)
+from ch16.verify_decode import check_decode
+
+torch.set_num_threads(1)  # the CI machine has 2 cores shared with other work: one thread is faster and steadier
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_model("small", seed=3)
+
+
+def test_weights_are_a_function_of_the_seed(model):
+    again, other = build_model("small", seed=3), build_model("small", seed=4)
+    assert torch.equal(model.layers[1].attention.wq.weight, again.layers[1].attention.wq.weight)
+    assert not torch.equal(model.layers[1].attention.wq.weight, other.layers[1].attention.wq.weight)
+    assert CONFIGS["llama-1b"].n_params() == pytest.approx(0.85e9, rel=0.01)
+
+
+def test_cached_decode_matches_recomputing_the_prefix(model):
+    prompt = random_tokens(model.cfg, (2, 24), seed=1, device="cpu")
+    tokens, logits = greedy_generate(model, prompt, 10)
+    assert logits.std() > 0.3  # logits that discriminate between tokens
+    torch.testing.assert_close(teacher_forced_logits(model, prompt, tokens), logits, rtol=1e-5, atol=1e-5)
+    # one step at context 24+5 with the cache vs the whole prefix recomputed
+    cache = KVCache.empty(model.cfg, 2, 64)
+    prefill(model, torch.cat([prompt, tokens[:, :5]], 1), cache)
+    step = decode_step(model, cache, tokens[:, 5:6], torch.tensor([29]))
+    full = forward_no_cache(model, torch.cat([prompt, tokens[:, :6]], 1))
+    torch.testing.assert_close(step, full, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_projections_compute_the_same_step(model):
+    from ch16.optimized_decode_graph_fused import fuse_weights, fused_forward
+    prompt = random_tokens(model.cfg, (1, 16), seed=2, device="cpu")
+    cache, cache2 = KVCache.empty(model.cfg, 1, 32), KVCache.empty(model.cfg, 1, 32)
+    prefill(model, prompt, cache)
+    prefill(model, prompt, cache2)
+    tok, pos = prompt[:, :1], torch.tensor([16])
+    ref = decode_step(model, cache, tok, pos)
+    out = fused_forward(model, fuse_weights(model), tok, pos, cache2.k, cache2.v)[:, -1]
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(cache2.k, cache.k)
+
+
+def test_a_hugging_face_checkpoint_folder_loads(model, tmp_path):
+    save_hf_checkpoint(model, tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["num_key_value_heads"] == 8
+    loaded = load_checkpoint(tmp_path, dtype=torch.float32, max_seq_len=model.cfg.max_seq_len)
+    assert loaded.cfg == model.cfg
+    x = random_tokens(model.cfg, (1, 12), seed=5, device="cpu")
+    pos = torch.arange(12)
+    torch.testing.assert_close(loaded(x, pos), model(x, pos))
+
+
+def test_speculative_decoding_keeps_the_targets_output():
+    from ch16.speculative import GreedyDecoder, SpeculativeDecoder, spec_workload_inputs
+    for scale, k in ((0.0, 3), (1.0, 2)):
+        inputs, s, target = spec_workload_inputs(11, "cpu", quick=True, scale=scale, k=k)
+        cache, dcache = KVCache(inputs["k_cache"], inputs["v_cache"]), KVCache(inputs["draft_k_cache"], inputs["draft_v_cache"])
+        ref = GreedyDecoder(target, cache, inputs["prompt"], s["n_new"])().clone()
+        spec = SpeculativeDecoder(target, cache, dcache, s["depth"], inputs["prompt"], s["n_new"], k)
+        out = spec().clone()
+        alpha = spec.acceptance
+        spec.forced = ref.argmax(-1)
+        forced = spec().clone()
+        verdict = check_decode(ref.argmax(-1), ref, forced, out.argmax(-1), "fp32")
+        assert verdict.ok and verdict.token_agreement == 1.0, verdict
+        if scale == 0.0:  # the draft is the target: every proposal accepted, k+1 tokens per target pass
+            assert alpha == 1.0 and spec.rounds == -(-s["n_new"] // (k + 1))
+        else:
+            assert alpha < 1.0
+
+
+def test_the_margin_rule_fails_a_wrong_decoder_and_passes_a_near_tie():
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(1, 6, 50, generator=g)
+    tokens = ref.argmax(-1)
+    assert check_decode(tokens, ref, ref.clone(), tokens, "fp32").ok
+    off = ref.clone()
+    off[0, 3] += 0.05 * torch.randn(50, generator=g)
+    assert not check_decode(tokens, ref, off, tokens, "fp32").ok            # logits off at one position
+    flipped = tokens.clone()
+    flipped[0, 2] = ref[0, 2].topk(2).indices[1]                            # a decided token changed
+    verdict = check_decode(tokens, ref, ref.clone(), flipped, "fp32")
+    assert not verdict.ok and "position 2" in verdict.message
+    tie = ref.clone()                                                       # make position 4 a near-tie
+    top = tie[0, 4].topk(2).indices
+    tie[0, 4, top[1]] = tie[0, 4, top[0]] - 1e-7
+    t_tokens, free = tie.argmax(-1), tie.argmax(-1).clone()
+    free[0, 4:] = torch.tensor([int(top[1]), 0])                            # departs at the tie, then anything
+    verdict = check_decode(t_tokens, tie, tie.clone(), free, "fp32")
+    assert verdict.ok and verdict.first_divergence == 4 and verdict.near_ties >= 1, verdict
+    assert verdict.token_agreement == pytest.approx(4 / 6)
+
+
+def test_chapter_16_pairs_verify_on_the_cpu(run_bench, tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the CPU path is not the one run")
+    # decode_graph's CPU path is kv_cache's optimized step: not run again here, to keep CI short
+    proc = run_bench("--pair", "kv_cache", "--pair", "speculative", "--quick", "--budget", "0.1",
+                     "--output", str(tmp_path), timeout=300)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    status = {p["name"]: p["status"] for p in doc["pairs"]}
+    assert status == {"kv_cache": "ok", "speculative": "ok"}, proc.stderr[-3000:]
+    for p in doc["pairs"]:
+        for v in p["variants"]:
+            assert v["verified"] or v.get("skipped"), v
