@@ -88,7 +88,7 @@ def speedup_rows(doc: dict) -> list[Row]:
             if own:
                 pair_rows.append(Row(key, "FAILED", f"FAILED: {own}"))
             base = p.get("baseline")
-            if base and variant_status(base)[0] in ("FAILED", "skipped"):
+            if base and variant_status(base)[0] in ("FAILED", "SUSPECT", "skipped"):   # every speedup rests on it
                 status, why = variant_status(base)
                 pair_rows.append(Row(f"{key}: baseline", status, f"{status}: {why}"))
             several = len(p.get("variants") or []) > 1 or bool(pair_rows)   # name the variant beside other rows

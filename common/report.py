@@ -274,8 +274,9 @@ def summary_markdown(doc: dict) -> str:
               "half the width of the median's 95% confidence interval, and a speedup is printed with the digits "
               "its own interval (in brackets) supports. % of ceiling compares the achieved rate with this device's "
               "measured ceiling for the pair's bound (launch-bound pairs: the roofline floor time over the measured "
-              "time). pitfall and tradeoff variants are slower on purpose; a SUSPECT time beat the floor its "
-              "workload implies, so it has no speedup.", ""]
+              "time). pitfall and tradeoff variants are slower on purpose. A SUSPECT time is not trusted (faster "
+              "than the floor its workload implies, or reusing earlier results; the reason is given), so it has "
+              "no speedup and no % of ceiling.", ""]
     return "\n".join(lines)
 
 
@@ -332,8 +333,9 @@ def _results_table(doc: dict) -> list[str]:
             name = v["name"] + (" ⚠ escaped stream" if (v.get("wall_check") or {}).get("escaped") else "")
             speedup = "reference" if v is p.get("baseline") and variant_status(v)[0] == "ok" else \
                 speedup_text(v, p.get("baseline"))
+            share = None if variant_status(v)[0] == "SUSPECT" else v.get("pct_of_ceiling")   # no result from it
             row = (f"{start} {name} | {_status_cell(v)} | {_fmt(v.get('median_ms'), '.4g')} | {ci_text(v)} | "
-                   f"{speedup} | {_fmt(v.get('pct_of_ceiling'), '.1f')} |")
+                   f"{speedup} | {_fmt(share, '.1f')} |")
             lines.append(row + (f" {_fmt(v.get('peak_memory_mb'), '.1f')} |" if memory else ""))
     return lines
 

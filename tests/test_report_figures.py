@@ -342,3 +342,15 @@ def test_the_committed_h100_reports_still_read(drawn):
     assert len(rows) == 10 and all(r.kind == "faster" for r in rows)
     ax = drawn(figures.plot_roofline, doc).axes[0]
     assert any("ch1/pinned_memory" in t.get_text() for t in ax.texts)   # a transfer pair has no FLOPs to place
+
+
+def test_a_suspect_baseline_is_shown_and_its_share_of_the_ceiling_is_not():
+    doc = all_pass_run()
+    p = doc["pairs"][0]
+    p["baseline"]["suspect"] = "0.001 ms is 90x faster than the floor its workload implies"
+    p["variants"][0].update(suspect="the baseline's time is suspect", speedup=None, speedup_ci=None)
+    rows = figures.speedup_rows(doc)
+    assert [(r.label, r.kind) for r in rows] == [("ch1/copy: baseline", "SUSPECT"), ("ch1/copy: optimized", "SUSPECT")]
+    (row,) = table_rows(summary_markdown(doc), "baseline")
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3].startswith("**SUSPECT**") and cells[6] == "–" and cells[7] == "–"
