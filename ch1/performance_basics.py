@@ -8,13 +8,19 @@ with `.to()` (a blocking copy through a bounce buffer into a freshly
 allocated tensor), runs forward, loss, backward and an Adam step, and reads
 the loss with `.item()` (a device sync).
 
-goodput = useful compute time / total iteration time
+goodput = useful time / wall time of the whole loop
 
-Useful compute time is what the GPU needs for the step's math alone: the
-same step captured as a CUDA graph and replayed back to back, timed with
-CUDA events (on a CPU: the forward/backward/optimizer region by the wall
-clock). Everything else is overhead. A profile of this loop (torch.profiler
-or `nsys`) shows where it goes:
+The useful time is measured separately, never derived from the loop's own
+clock: it is the step's math alone (forward, loss, backward, Adam) on fixed
+inputs, in the fastest form we have, times the number of steps. On a GPU
+that is the step captured as a CUDA graph and replayed back to back, timed
+with CUDA events; on a CPU, the eager step with a foreach Adam, the fastest
+of repeated single steps (other processes on the CPU only ever add time).
+Nothing bounds the ratio by 100% by construction, so a figure above 100%
+means the reference was not the fastest form of the math or the measurement
+was disturbed; the script says so instead of hiding it. Everything the loop
+spends beyond the useful time is overhead. A profile of this loop
+(torch.profiler or `nsys`) shows where it goes:
   - host work: Python, the dispatcher and ~40 kernel launches per step, each
     launch costing more CPU time than its tiny kernel takes on the GPU;
   - the pageable host-to-device copy (staged, synchronous) and the host-side
@@ -51,20 +57,34 @@ def flops_per_step(batch: int) -> float:
     return 6.0 * batch * weights
 
 
+def best_step_seconds(step, budget_s: float = 1.0, min_reps: int = 10, max_reps: int = 100) -> float:
+    """The fastest of repeated single steps: the cost of the math itself; other processes only add to it."""
+    for _ in range(3):  # allocator, thread pool, first-call dispatch
+        step()
+    best, reps, until = float("inf"), 0, time.perf_counter() + budget_s
+    while reps < min_reps or (reps < max_reps and time.perf_counter() < until):
+        t0 = time.perf_counter()
+        step()
+        best = min(best, time.perf_counter() - t0)
+        reps += 1
+    return best
+
+
 def useful_step_seconds(batch: int, device: torch.device) -> float:
-    """GPU time of one training step's kernels alone (graph replay), or the compute region on a CPU."""
+    """One training step's math alone, in its fastest form: a CUDA graph replay (GPU time), or on a CPU the
+    eager step with a foreach Adam (fewer per-parameter Python ops than the default loop), best of several."""
     model = make_model(device)
     x = torch.randn(batch, IN, device=device)
     y = torch.randint(0, CLASSES, (batch,), device=device)
     loss_fn = nn.CrossEntropyLoss()
     if device.type != "cuda":
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
 
         def step():
             opt.zero_grad(set_to_none=True)
             loss_fn(model(x), y).backward()
             opt.step()
-        return time_call(step, device, budget_s=0.5).median_ms * 1e-3
+        return best_step_seconds(step)
     graph, _ = capture_step(model, x, y)
     return time_call(graph.replay, device, budget_s=1.0).median_ms * 1e-3
 
@@ -96,10 +116,14 @@ def capture_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor):
 
 
 def report(label: str, steps: int, batch: int, total_s: float, useful_s: float) -> dict:
+    """Print and return goodput = useful time / the loop's wall time (both measured, neither derived)."""
     goodput = 100.0 * useful_s / total_s
     ms = 1e3 * total_s / steps
     print(f"{label}: goodput={goodput:.1f}% (useful={useful_s:.3f}s total={total_s:.3f}s) "
           f"{ms:.3f} ms/iter, {steps * batch / total_s:,.0f} samples/s")
+    if goodput > 100.0:
+        print(f"{label}: warning: goodput above 100%: the loop ran faster than its math alone measured apart, "
+              f"so that measurement was disturbed (another process?) or is not the fastest form; run it again")
     return {"label": label, "goodput_pct": goodput, "useful_s": useful_s, "total_s": total_s,
             "ms_per_iter": ms, "samples_per_s": steps * batch / total_s, "batch": batch}
 

@@ -1,6 +1,10 @@
 """Place a vector add and a large matmul on this device's measured roofline.
 
-    python ch1/roofline_analysis.py [--out ch1/roofline_plot.png]
+    python ch1/roofline_analysis.py [--output FILE.png] [--device cpu]
+
+The picture goes to profiles/runs/<date>-<device>-roofline.png unless
+--output says otherwise: profiles/runs/ holds user runs and git ignores it;
+the committed pictures live under profiles/<gpu>/.
 
 For each kernel: FLOPs and the fewest bytes it must move give its
 arithmetic intensity (AI, FLOP/byte). The roofline says it can run at most
@@ -50,7 +54,8 @@ def measure(device: torch.device) -> list[dict]:
 
 def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "roofline_plot.png")
+    ap.add_argument("--output", "--out", dest="out", type=Path, metavar="FILE.png",
+                    help="where to save the picture (default: profiles/runs/<date>-<device>-roofline.png)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = ap.parse_args(argv)
     device = torch.device(a.device)
@@ -74,8 +79,10 @@ def main(argv=None) -> list[dict]:
     for r in rows:
         ax.scatter(r["ai"], r["tflops"], zorder=3, label=f"{r['name']}: {r['tflops']:.2f} TFLOP/s ({r['bound']})")
     ax.legend(fontsize=7, loc="lower right")
-    save_figure(fig, a.out)
-    print(f"saved {a.out}")
+    from common.cli import new_run_dir
+    out = a.out or new_run_dir(f"{peaks['device']} roofline").with_suffix(".png")
+    save_figure(fig, out)
+    print(f"saved {out}")
     return rows
 
 
