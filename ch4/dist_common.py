@@ -38,10 +38,10 @@ def link_bytes(collective: str, message_bytes: float, n: int) -> float:
     return message_bytes * BUS_FACTOR[collective](n)
 
 
-def all_gather_into(out: torch.Tensor, shard: torch.Tensor, async_op: bool = False):
+def all_gather_into(out: torch.Tensor, shard: torch.Tensor, async_op: bool = False, group=None):
     """all_gather_single where torch has it (2.13+), else all_gather_into_tensor (the same collective)."""
     fn = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-    return fn(out, shard, async_op=async_op)
+    return fn(out, shard, group=group, async_op=async_op)
 
 
 def plan_buckets(tensors: list[torch.Tensor], cap_bytes: int) -> list[list[int]]:
@@ -67,11 +67,15 @@ def bucket_cap(tensors: list[torch.Tensor], cap_bytes: int = 25 << 20) -> int:
     return min(cap_bytes, max(1, total // 4))
 
 
-def bucket_views(tensors: list[torch.Tensor], plan: list[list[int]]):
-    """One flat buffer per bucket, and a view into it shaped like each tensor (DDP's gradient_as_bucket_view)."""
+def bucket_views(tensors: list[torch.Tensor], plan: list[list[int]], alloc=None):
+    """One flat buffer per bucket, and a view into it shaped like each tensor (DDP's gradient_as_bucket_view).
+
+    alloc(numel, dtype, device) makes a bucket (default torch.empty; symmetric memory for a bucket
+    that a symmetric-memory all-reduce works on in place)."""
+    alloc = alloc or (lambda numel, dtype, device: torch.empty(numel, dtype=dtype, device=device))
     flats, views = [], [None] * len(tensors)
     for idx in plan:
-        flat = torch.empty(sum(tensors[i].numel() for i in idx), dtype=tensors[0].dtype, device=tensors[0].device)
+        flat = alloc(sum(tensors[i].numel() for i in idx), tensors[0].dtype, tensors[0].device)
         offset = 0
         for i in idx:
             n = tensors[i].numel()
@@ -79,6 +83,12 @@ def bucket_views(tensors: list[torch.Tensor], plan: list[list[int]]):
             offset += n
         flats.append(flat)
     return flats, views
+
+
+def reduce_scatter_into(out: torch.Tensor, full: torch.Tensor, group=None):
+    """reduce_scatter_single where torch has it (2.13+), else reduce_scatter_tensor (the same collective)."""
+    fn = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    return fn(out, full, group=group)
 
 
 # ---- symmetric memory (CUDA only) -------------------------------------------------------------
