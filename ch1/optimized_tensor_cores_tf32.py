@@ -1,9 +1,12 @@
-"""TF32 tensor cores on operands padded to a multiple of 16 (8190 -> 8192).
+"""TF32 tensor cores, with the inner dimension padded to a multiple of 16 (8190 -> 8192).
 
 TF32 keeps fp32's range and storage but rounds the multiplicands to 10
-mantissa bits inside the tensor cores: ~8x the fp32 FMA rate for a ~1e-3
-relative error. Padding (zeros, done once where the matrices are made)
-lets every tile be full; the result is the top-left 8190 x 8190 block.
+mantissa bits inside the tensor cores: ~8x the fp32 FMA rate for a ~3e-4
+relative error. `PRECISION = "tf32"` makes the harness turn TF32 on for this
+variant alone. Padding with zeros changes nothing in the product and lets
+every K-tile be full. Prepared once: the weight B, padded (8192 x 8192).
+Per call: the activation A is padded along K (one copy of A, ~0.3 GB moved
+per call, included in the time), and the result's 8190 columns are sliced out.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
@@ -14,18 +17,17 @@ from common import Workload
 PRECISION = "tf32"
 
 
-def pad16(t: torch.Tensor) -> torch.Tensor:
+def pad_to_16(t: torch.Tensor, rows: bool = True, cols: bool = True) -> torch.Tensor:
     r, c = t.shape
-    return F.pad(t, (0, -c % 16, 0, -r % 16))
+    return F.pad(t, (0, -c % 16 if cols else 0, 0, -r % 16 if rows else 0))
 
 
 def prepare(w: Workload):
-    a, b = pad16(w.inputs["a"]), pad16(w.inputs["b"])
-    n = w.inputs["a"].shape[0]
+    a, n = w.inputs["a"], w.inputs["a"].shape[1]
+    b = pad_to_16(w.inputs["b"])  # once: the weight is stored padded
 
     def mm():
-        torch.backends.cuda.matmul.allow_tf32 = True
-        return (a @ b)[:n, :n]
+        return (pad_to_16(a, rows=False) @ b)[:, :n]  # per call: pad the activation's K
     return mm
 
 

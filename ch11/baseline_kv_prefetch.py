@@ -6,6 +6,10 @@ For each layer the cache is copied to the GPU, then a chunk of 8192 queries
 attends to it (scaled_dot_product_attention). On one stream the copy of
 layer l+1 waits for the attention of layer l: time = 8 x (copy + attention).
 
+Per call: the offloaded cache kv (it changes as decoding goes on, so it is
+read from the host every call) and the queries q. Prepared once: the device
+buffer and the output.
+
 Bound: transfer. Napkin math: 67 MB at ~55 GB/s ≈ 1.2 ms per layer; attention
 4 x 32 x 8192 x 4096 x 128 = 550 GFLOP, ~1 ms at a few hundred TFLOP/s.
 """

@@ -6,6 +6,8 @@ C++ code that does not trust a pool is first written. cudaFree blocks until
 the whole device is idle, so every scratch buffer costs a host stall plus a
 drained GPU queue, and the next kernel launch starts from cold.
 
+Per call: x. Prepared once: the output buffer and the compiled kernels.
+
 Bound: launch (synchronization). 16 small memory-bound kernels of ~15 µs
 each, separated by 8 device-wide syncs and 16 driver allocation calls.
 """

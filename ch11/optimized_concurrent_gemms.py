@@ -4,7 +4,8 @@ Kernels on different streams may execute concurrently: while one GEMM's 16
 blocks occupy 16 SMs, the block scheduler places the next stream's blocks on
 idle SMs, up to 8 x 16 = 128 of the 132. Each stream first waits for the
 caller's stream, and the caller's stream waits for all of them at the end,
-so the result is complete where the caller (and its timer) looks.
+so the result is complete where the caller (and its timer) looks. Prepared
+once: the streams, besides the baseline's weights and output buffer.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch

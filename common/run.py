@@ -44,7 +44,7 @@ from common.overlap import overlap_pct, stage_times
 from common.pair import Pair, Variant, check_workload
 from common.physics import achieved, cache_bytes, suspect_reason
 from common.profiling.capture import count_launches, profile_calls
-from common.timing import FRESH_RATIO, FRESH_SLACK_MS, L2Scrubber, ms_with_fresh_inputs, time_call
+from common.timing import FRESH_RATIO, FRESH_SLACK_MS, L2Scrubber, fresh_vs_repeated_ms, time_call
 from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, check_inputs_random, looser, responds_to_inputs,
                            snapshot_as_caller, verify_outputs)
 
@@ -241,10 +241,9 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
             checked(lambda: after_timing(ctx, v, fn, own, flags, precision, t))
             stage = "time with new inputs"
             host_inputs = any(not own.w.inputs[k].is_cuda for k in ctx.refs.per_call)
-            entry["fresh_input_ms"] = ms_with_fresh_inputs(
+            entry["fresh_input_ms"], entry["repeated_input_ms"] = fresh_vs_repeated_ms(
                 fn, lambda i: own.feed("ab"[i]) or own.restore_state(), device, t.median_ms * 1e-3, ctx.agree,
-                host_inputs=host_inputs, limit_ms=FRESH_RATIO * t.median_ms + FRESH_SLACK_MS)
-            own.feed("a")
+                host_inputs=host_inputs)
             stage = "profile"
             entry.update(profile_variant(fn, v, ctx))
         if device.type == "cuda":
@@ -292,12 +291,12 @@ def after_timing(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
 
 
 def reused_results(entry: dict) -> str | None:
-    """SUSPECT when new inputs before every call make it much slower than the timed loop on repeated ones."""
-    fresh, med = entry.get("fresh_input_ms"), entry.get("median_ms")
-    if fresh is None or not med or fresh <= FRESH_RATIO * med + FRESH_SLACK_MS:
+    """SUSPECT when a loop that feeds new values before every call is much slower than one feeding the same."""
+    fresh, repeated = entry.get("fresh_input_ms"), entry.get("repeated_input_ms")
+    if fresh is None or not repeated or fresh <= FRESH_RATIO * repeated + FRESH_SLACK_MS:
         return None
-    return (f"with new input values before every call it takes {fresh:.4g} ms per call, {fresh / med:.1f}x the "
-            f"timed {med:.4g} ms on repeated inputs: it reuses results of earlier calls")
+    return (f"with new input values before every call it takes {fresh:.4g} ms per call, {fresh / repeated:.1f}x "
+            f"the {repeated:.4g} ms it takes when fed the same values: it reuses results of earlier calls")
 
 
 def profile_variant(fn, v: Variant, ctx: Context) -> dict:

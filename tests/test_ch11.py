@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from common.run import overlap_pct
+from common.overlap import overlap_pct
 from common.timeline import draw_gantt, gpu_events
 from conftest import FIXTURES
 
@@ -45,13 +45,4 @@ def test_ch11_pairs_are_listed_and_skipped_without_a_gpu(run_bench, tmp_path):
     assert proc.returncode == 0
     assert all(p["status"] == "skipped" and "CUDA" in p["error"] for p in doc["pairs"])
 
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="the escaped-stream check needs a GPU")
-def test_escaped_side_stream_is_not_reported_as_a_speedup(run_bench, tmp_path):
-    proc = run_bench("--root", str(FIXTURES), "--chapter", "92", "--output", str(tmp_path))
-    doc = json.loads((tmp_path / "results.json").read_text())
-    (pair,) = doc["pairs"]
-    (v,) = pair["variants"]
-    assert v["wall_check"]["escaped"] is True and v["timer"] == "wall_sync", v
-    assert v["speedup"] < 1.1, v  # the same work, timed end to end: no speedup
-    assert proc.returncode == 0
+# The escaped side-stream fixture (ch92) is checked in tests/test_trust.py.
