@@ -221,7 +221,7 @@ def list_pairs(selection, loaded) -> int:
     for (c, name, base, opts), pair in zip(selection, loaded):
         if c != chapter:
             readme = base.parent / "README.md"
-            title = readme.read_text().splitlines()[0].lstrip("# ") if readme.exists() else ""
+            title = (readme.read_text().splitlines() or [""])[0].lstrip("# ") if readme.exists() else ""
             print(f"ch{c}  {title}")
             chapter = c
         if isinstance(pair, Exception):
@@ -280,7 +280,15 @@ def skipped_result(c: int, name: str, pair, device_type: str) -> dict:
 
 
 def main(argv=None, pair_file: Path | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """benchmark.py's (or, given `pair_file`, that file's) command line; returns the exit status."""
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv), pair_file)
+    except KeyboardInterrupt:  # outside the pairs (imports, checks, a second Ctrl-C while writing): no worker runs
+        print("\ninterrupted (SIGINT)", file=sys.stderr)
+        return 128 + signal.SIGINT
+
+
+def _main(argv: list[str], pair_file: Path | None) -> int:
     if pair_file:
         refused = _refused_option(argv, pair_file)
         if refused:
