@@ -1,0 +1,76 @@
+"""ch16/symmetric_memory_inference.py on Gloo: 1, 2 and 8 processes serve a request and match one process.
+
+The processes are forked from this one after torch is imported (no CUDA here), so eight ranks start
+in a few seconds instead of paying eight torch imports on a 2-core machine. Each rank runs the same
+`main()` a torchrun launch runs; rank 0 compares the served tokens, the target's teacher-forced
+logits and the KV cache read back from every rank's pages with a single-process run of the same
+model (verify_decode.py's logits-and-margin rule) and writes its report.
+"""
+import json
+import multiprocessing as mp
+import os
+import socket
+
+import pytest
+
+from ch16 import symmetric_memory_inference as smi
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_main(rank: int, world: int, port: int, argv: list[str]) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
+                      WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
+    code = 1
+    try:
+        code = smi.main(argv)
+    finally:
+        os._exit(code)
+
+
+def serve(world: int, tmp_path, *extra) -> dict:
+    out = tmp_path / f"report{world}.json"
+    argv = ["--device", "cpu", "--out", str(out), *extra]
+    if world == 1:
+        assert smi.main(argv) == 0
+    else:
+        ctx, port = mp.get_context("fork"), _free_port()
+        procs = [ctx.Process(target=_rank_main, args=(r, world, port, argv)) for r in range(world)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=120)
+        codes = [p.exitcode for p in procs]
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        assert codes == [0] * world, f"exit codes {codes}"
+    return json.loads(out.read_text())
+
+
+def _check(report: dict, world: int) -> None:
+    assert report["ok"] and report["world_size"] == world
+    assert report["decode"]["ok"] and report["kv"]["ok"], report
+    assert report["decode"]["token_agreement"] == 1.0          # fp32: no near-ties expected on this prompt
+    assert report["tokens"] == report["reference_tokens"]
+    assert len(report["tokens"][0]) == report["n_new"] == 12
+    assert 0.0 < report["acceptance"] < 1.0 and report["rounds"] < 12  # the draft both helped and was rejected
+
+
+@pytest.mark.parametrize("world", [2, 8])
+def test_server_on_gloo_matches_one_process(world, tmp_path):
+    report = serve(world, tmp_path)
+    _check(report, world)
+    half = world // 2
+    assert report["roles"] == ["target"] * half + ["draft"] * half
+    assert report["use_symmetric_kv"] is True and report["symmetric"] is False  # Gloo: ordinary tensors
+
+
+def test_one_rank_serves_both_models_from_one_pool(tmp_path):
+    report = serve(1, tmp_path, "--no-symmetric")
+    _check(report, 1)
+    assert report["roles"] == ["target+draft"]
