@@ -20,20 +20,25 @@ test: $(VENV)/.ready cuda-headers
 peaks: $(VENV)/.ready
 	$(PY) benchmark.py --peaks
 
+# Stops at the first chapter whose samples fail to build, with make's error (a sample that cannot be
+# built is a failure, not something to skip).
 cu:
-	@for d in ch*/; do [ -f $$d/Makefile ] && $(MAKE) -C $$d || true; done
+	@set -e; for d in ch*/; do if [ -f $$d/Makefile ]; then $(MAKE) -C $$d; fi; done
 
 $(VENV)/.ready: requirements.txt scripts/setup_env.sh
 	PYTHON=$(PYTHON) VENV=$(VENV) scripts/setup_env.sh
 
 # cuBLAS and NVSHMEM headers for compiling the .cu samples where the CUDA toolkit lacks them
 # (only when nvcc is present; the tests compile every .cu file).
+# Each package is installed when its library is missing, whatever the other's state.
 cuda-headers: $(VENV)/.ready
-	@if command -v nvcc >/dev/null && ! $(PY) scripts/cuda_paths.py cublas >/dev/null 2>&1 || \
-	    command -v nvcc >/dev/null && ! $(PY) scripts/cuda_paths.py nvshmem >/dev/null 2>&1; then \
-	  echo "installing cuBLAS and NVSHMEM headers (nvidia-cublas, nvidia-nvshmem-cu13) for the .cu compile check"; \
-	  $(PY) -m pip install -q nvidia-cublas nvidia-nvshmem-cu13; fi
+	@if command -v nvcc >/dev/null; then pkgs=""; \
+	  $(PY) scripts/cuda_paths.py cublas >/dev/null 2>&1 || pkgs="$$pkgs nvidia-cublas"; \
+	  $(PY) scripts/cuda_paths.py nvshmem >/dev/null 2>&1 || pkgs="$$pkgs nvidia-nvshmem-cu13"; \
+	  if [ -n "$$pkgs" ]; then \
+	    echo "installing$$pkgs (headers and libraries for the .cu compile check)"; \
+	    $(PY) -m pip install -q $$pkgs; fi; fi
 
 clean:
-	@for d in ch*/; do [ -f $$d/Makefile ] && $(MAKE) -C $$d clean || true; done
+	@for d in ch*/; do if [ -f $$d/Makefile ]; then $(MAKE) -C $$d clean; fi; done
 	rm -rf build .pytest_cache

@@ -42,3 +42,81 @@ def test_cu_compiles(src, tmp_path):
     proc = subprocess.run(cmd + flags_for(src) + (["-lnvshmem_host", "-lnvshmem_device"] if "#include <nvshmem" in text else []),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+# ---- the build tooling around the samples: top-level Makefile and scripts ---------------------------
+
+def _top_makefile_copy(tmp_path):
+    """The repository's Makefile in an empty folder, with a ready (fake) .venv whose python logs its calls."""
+    import shutil as sh
+    sh.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    (tmp_path / "requirements.txt").write_text("")
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "setup_env.sh").write_text("#!/bin/sh\n")
+    venv = tmp_path / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    log = tmp_path / "calls.log"
+    # cuda_paths.py exits with $CUBLAS_RC or $NVSHMEM_RC; anything else (pip) is logged.
+    (venv / "python").write_text(
+        "#!/bin/sh\n"
+        'case "$*" in\n'
+        '  *cuda_paths.py\\ cublas*) exit ${CUBLAS_RC:-0};;\n'
+        '  *cuda_paths.py\\ nvshmem*) exit ${NVSHMEM_RC:-0};;\n'
+        f'  *) echo "$*" >> {log};;\n'
+        "esac\n")
+    (venv / "python").chmod(0o755)
+    (tmp_path / ".venv" / ".ready").touch()
+    fake_nvcc = tmp_path / "tools"
+    fake_nvcc.mkdir()
+    (fake_nvcc / "nvcc").write_text("#!/bin/sh\nexit 0\n")
+    (fake_nvcc / "nvcc").chmod(0o755)
+    return log, f"{fake_nvcc}:/usr/bin:/bin"
+
+
+@pytest.mark.parametrize("cublas_rc,nvshmem_rc,expected", [
+    (1, 0, "-m pip install -q nvidia-cublas"),              # the case `a && !b || a && !c` got wrong
+    (0, 1, "-m pip install -q nvidia-nvshmem-cu13"),
+    (1, 1, "-m pip install -q nvidia-cublas nvidia-nvshmem-cu13"),
+    (0, 0, None),
+])
+def test_cuda_headers_installs_each_missing_library(tmp_path, cublas_rc, nvshmem_rc, expected):
+    import os
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    log, path = _top_makefile_copy(tmp_path)
+    env = {**os.environ, "PATH": path, "CUBLAS_RC": str(cublas_rc), "NVSHMEM_RC": str(nvshmem_rc)}
+    proc = subprocess.run(["make", "-C", str(tmp_path), "cuda-headers"], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    calls = log.read_text().splitlines() if log.exists() else []
+    assert calls == ([expected] if expected else []), calls
+
+
+def test_make_cu_fails_when_a_chapter_fails_to_build(tmp_path):
+    import os
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    _, path = _top_makefile_copy(tmp_path)
+    for name, rule in (("ch1", "\tfalse"), ("ch2", "\ttouch built")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "Makefile").write_text(f"all:\n{rule}\n")
+    proc = subprocess.run(["make", "-C", str(tmp_path), "cu"], capture_output=True, text=True,
+                          env={**os.environ, "PATH": path}, timeout=60)
+    assert proc.returncode != 0, "make cu must fail when a chapter's samples fail to build"
+    (tmp_path / "ch1" / "Makefile").write_text("all:\n\ttrue\n")
+    proc = subprocess.run(["make", "-C", str(tmp_path), "cu"], capture_output=True, text=True,
+                          env={**os.environ, "PATH": path}, timeout=60)
+    assert proc.returncode == 0 and (tmp_path / "ch2" / "built").exists(), proc.stderr
+
+
+def test_probe_concurrency_is_a_script_that_explains_a_missing_gpu():
+    """Importing it runs nothing; run without a GPU it exits 2 with one line."""
+    import importlib
+    import torch
+    importlib.import_module("ch11.probe_concurrency")  # must not start measuring
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the probe would measure")
+    proc = subprocess.run([sys.executable, str(ROOT / "ch11" / "probe_concurrency.py")], capture_output=True,
+                          text=True, timeout=120, cwd="/")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and "needs a CUDA GPU" in proc.stderr

@@ -1,12 +1,15 @@
 # samples.mk: the build rules every chapter's Makefile includes. A chapter sets
 #   SAMPLES := name1 name2          (one name.cu each)
 #   LIBS_name1 := ...               (extra link flags for one sample, optional)
-# and gets: make (build for the detected GPU; ARCH=sm_90 to choose), make run, make clean.
-# Binaries carry the architecture: bin/name1_sm90.
+#   FLAGS_name1 := ...              (extra nvcc flags for one sample, optional; e.g. -Xptxas -v)
+# and gets: make (build for the detected GPU; ARCH=sm_90 to choose), make name1 (one sample),
+# make run, make clean. Binaries carry the architecture: bin/name1_sm90.
 NVCC   ?= nvcc
 PYTHON ?= $(if $(wildcard ../.venv/bin/python),../.venv/bin/python,python3)
+ifneq ($(MAKECMDGOALS),clean)  # cleaning needs no compiler
 ifeq ($(shell command -v $(NVCC) 2>/dev/null),)
 $(error nvcc not found: install the CUDA toolkit or set NVCC=/path/to/nvcc)
+endif
 endif
 # The visible GPU's compute capability, else sm_90 (Hopper) when no GPU is visible.
 ARCH   ?= sm_$(or $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d .),90)
@@ -14,12 +17,17 @@ SUFFIX := $(subst sm_,sm,$(ARCH))
 FLAGS  := -std=c++17 -O3 -arch=$(ARCH) -I../common/cuda
 BINS   := $(addprefix bin/,$(addsuffix _$(SUFFIX),$(SAMPLES)))
 
-.PHONY: all run clean
+.PHONY: all run clean $(SAMPLES)
 all: $(BINS)
 
-bin/%_$(SUFFIX): %.cu ../common/cuda/cuda_check.cuh
+# `make name` builds bin/name_<arch> (the binary keeps the architecture in its name).
+$(SAMPLES): %: bin/%_$(SUFFIX)
+
+# Every sample depends on the shared header and the chapter's own headers (kernels a sample shares
+# with a pair's extension live in a .cuh beside it).
+bin/%_$(SUFFIX): %.cu ../common/cuda/cuda_check.cuh $(wildcard *.cuh)
 	@mkdir -p bin
-	$(NVCC) $(FLAGS) $< -o $@ $(LIBS_$*)
+	$(NVCC) $(FLAGS) $(FLAGS_$*) $< -o $@ $(LIBS_$*)
 
 run: all
 	@set -e; for b in $(BINS); do echo "== $$b"; ./$$b; done
