@@ -1,6 +1,6 @@
 // PyTorch binding for vector_loads.cu (see that file). Checks the inputs, launches on the current stream.
 #include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 
 void launch_scale_shift_scalar(const void* x, void* y, float a, float b, int64_t n, cudaStream_t s);
@@ -15,7 +15,7 @@ static void check(const torch::Tensor& x, const torch::Tensor& y) {
 torch::Tensor scalar(torch::Tensor x, double a, double b, torch::Tensor y) {
   check(x, y);
   launch_scale_shift_scalar(x.data_ptr(), y.data_ptr(), (float)a, (float)b, x.numel(),
-                            at::cuda::getCurrentCUDAStream());
+                            c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return y;
 }
@@ -26,7 +26,7 @@ torch::Tensor vec16(torch::Tensor x, double a, double b, torch::Tensor y) {
   TORCH_CHECK(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0 && reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 == 0,
               "vec16 needs 16-byte aligned tensors");
   launch_scale_shift_vec16(x.data_ptr(), y.data_ptr(), (float)a, (float)b, x.numel(),
-                           at::cuda::getCurrentCUDAStream());
+                           c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return y;
 }

@@ -1,0 +1,202 @@
+"""Chapter 1's CUDA kernels and samples, checked where no GPU is needed: what the compiler did.
+
+- launch_bounds: ptxas really caps the registers of the __launch_bounds__ versions (and spills), and
+  leaves the free version unspilled: the premise of the pair, visible at compile time.
+- smem_prefetch: the three GEMM kernels share one register cap; the cp.async and TMA kernels really
+  contain cp.async and cp.async.bulk.tensor; the extension still compiles for GPUs without them.
+- the samples have make rules under the names the chapter's guide uses, and the PyTorch bindings
+  compile against torch's headers.
+- the new pairs follow the pair contract (discovery, once/KIND declarations) on a CPU.
+"""
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+NVCC = shutil.which("nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+CH1 = ROOT / "ch1"
+
+
+def ptxas_report(src, arch="sm_90", tmp_path=None) -> dict[str, dict]:
+    """{kernel name: {"registers", "spill_stores"}} from `nvcc -Xptxas -v` for one .cu file."""
+    out = tmp_path / (src.stem + ".o")
+    proc = subprocess.run([NVCC, "-std=c++17", "-O3", f"-arch={arch}", "-c", str(src), "-o", str(out),
+                           "-Xptxas", "-v"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    kernels, name = {}, None
+    for line in proc.stderr.splitlines():
+        m = re.search(r"Compiling entry function '(\w+)'", line)
+        if m:
+            name = m.group(1)
+            kernels[name] = {"spill_stores": 0}
+        m = re.search(r"(\d+) bytes spill stores", line)
+        if m and name:
+            kernels[name]["spill_stores"] = int(m.group(1))
+        m = re.search(r"Used (\d+) registers", line)
+        if m and name:
+            kernels[name]["registers"] = int(m.group(1))
+    return kernels
+
+
+def find(kernels: dict, fragment: str) -> dict:
+    hits = [v for k, v in kernels.items() if fragment in k]
+    assert len(hits) == 1, (fragment, list(kernels))
+    return hits[0]
+
+
+@needs_nvcc
+def test_launch_bounds_caps_registers_and_spills(tmp_path):
+    k = ptxas_report(CH1 / "launch_bounds.cu", tmp_path=tmp_path)
+    free = find(k, "solve8_free")
+    caps = {b: find(k, f"solve8_cappedILi{b}E") for b in (2, 4, 8)}
+    # Left free, the compiler keeps the 72-value system in registers: more than the 2-block cap, no spills.
+    assert free["registers"] > 128 and free["spill_stores"] == 0, free
+    for blocks, info in caps.items():
+        cap = 65536 // (256 * blocks)
+        assert info["registers"] <= cap, (blocks, info)
+        assert info["registers"] < free["registers"], (blocks, info)
+    # Below the live set, the cap is paid in spills, more as the cap tightens.
+    assert 0 < caps[2]["spill_stores"] < caps[4]["spill_stores"] < caps[8]["spill_stores"], caps
+
+
+@needs_nvcc
+def test_smem_prefetch_kernels_share_one_register_cap(tmp_path):
+    k = ptxas_report(CH1 / "smem_prefetch.cu", tmp_path=tmp_path)
+    for name in ("sgemm_sync", "sgemm_cp_async", "sgemm_tma"):
+        assert find(k, name)["registers"] <= 128, (name, k)
+
+
+@needs_nvcc
+def test_smem_prefetch_kernels_use_the_copy_instructions_they_name(tmp_path):
+    ptx = tmp_path / "smem_prefetch.ptx"
+    proc = subprocess.run([NVCC, "-std=c++17", "-O3", "-arch=sm_90", "-ptx", str(CH1 / "smem_prefetch.cu"), "-o",
+                           str(ptx)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    bodies = {}
+    for m in re.finditer(r"\.entry (\w+)\((.*?)\n}\n", ptx.read_text(), re.S):
+        bodies[m.group(1)] = m.group(2)
+    sync, cp, tma = (find({k: {"b": v} for k, v in bodies.items()}, n)["b"]
+                     for n in ("sgemm_sync", "sgemm_cp_async", "sgemm_tma"))
+    assert "cp.async" not in sync
+    assert "cp.async.cg.shared.global" in cp and "cp.async.wait_group" in cp
+    assert "cp.async.bulk.tensor.2d" in tma and "mbarrier.try_wait.parity" in tma
+    assert "ld.global" not in tma  # the copy engine loads A and B; the threads issue no global loads
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_75"])
+def test_smem_prefetch_extension_builds_without_tma(arch, tmp_path):
+    """The extension is compiled for the GPU it runs on: the guards keep older architectures building."""
+    proc = subprocess.run([NVCC, "-std=c++17", "-O3", f"-arch={arch}", "-c", str(CH1 / "smem_prefetch.cu"), "-o",
+                           str(tmp_path / "x.o")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", ["arithmetic_intensity_demo", "batched_gemm_example", "launch_bounds_demo",
+                                  "smem_prefetch_demo"])
+def test_each_sample_has_a_make_rule_of_its_name(name):
+    """`make NAME` (the chapter guide's spelling) builds bin/NAME_<arch>; dry run, nothing is built."""
+    proc = subprocess.run(["make", "-n", "-B", "-C", str(CH1), name, "ARCH=sm_90", "PYTHON=true"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{name}.cu -o bin/{name}_sm90" in proc.stdout
+    if name in ("launch_bounds_demo", "smem_prefetch_demo"):
+        assert "-Xptxas -v" in proc.stdout  # registers and spills printed at build time
+
+
+@needs_nvcc
+def test_missing_cublas_is_one_line_with_the_command(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexit 1\n")  # cuda_paths.py finds no cuBLAS
+    fake.chmod(0o755)
+    proc = subprocess.run(["make", "-C", str(CH1), "bin/batched_gemm_example_sm90", "ARCH=sm_90", f"PYTHON={fake}"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "cuBLAS" in errors[0] and f"{fake} -m pip install nvidia-cublas" in errors[0], proc.stderr
+
+
+TORCH_HEADERS = None
+try:
+    from torch.utils import cpp_extension
+    TORCH_HEADERS = cpp_extension.include_paths()
+except Exception:  # noqa: BLE001 - no torch, no check
+    pass
+
+
+@pytest.mark.skipif(not TORCH_HEADERS or not shutil.which("g++") or NVCC is None, reason="needs torch headers, g++, nvcc")
+def test_ch1_bindings_compile_against_torch(tmp_path):
+    """Syntax and types of every ch1 binding against torch's headers (a CPU wheel ships them too).
+
+    Parsing torch's headers is most of a binding's compile time, so all bindings go into one
+    translation unit: the headers they include first, then each binding in its own namespace, under
+    its own extension name.
+    """
+    import sysconfig
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from cuda_paths import cuda_home
+    bindings = sorted(CH1.glob("*_binding.cpp"))
+    assert bindings
+    headers = sorted({line for b in bindings for line in b.read_text().splitlines() if line.startswith("#include <")})
+    unit = headers + [f"namespace b{i} {{\n#define TORCH_EXTENSION_NAME b{i}\n#include \"{b}\"\n#undef TORCH_EXTENSION_NAME\n}}"
+                      for i, b in enumerate(bindings)]
+    src = tmp_path / "bindings.cpp"
+    src.write_text("\n".join(unit) + "\n")
+    cmd = ["g++", "-std=c++17", "-fsyntax-only", *(f"-I{p}" for p in TORCH_HEADERS),
+           f"-I{sysconfig.get_paths()['include']}", f"-I{cuda_home() / 'include'}",
+           "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE",  # a CPU wheel lacks the CUDA build's generated macro header
+           str(src)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("name", ["launch_bounds", "smem_prefetch"])
+def test_new_pairs_follow_the_contract(name):
+    from common.discover import load_pair, pair_files
+    base, opts = pair_files(CH1)[name]
+    pair = load_pair(1, name, base, opts)
+    assert pair.devices == ("cuda",)
+    for v in [pair.baseline, *pair.variants]:
+        doc = v.module.__doc__ or ""
+        assert len(doc.split()) > 40, f"{v.path.name}: the docstring should explain the version"
+    doc = pair.baseline.module.__doc__
+    assert "Bound:" in doc and "Napkin math" in doc and "Prepared once" in doc
+    kinds = {v.name: getattr(v.module, "KIND", "optimized") for v in pair.variants}
+    if name == "launch_bounds":
+        assert kinds == {"optimized_launch_bounds_min2": "optimized", "optimized_launch_bounds_min4": "optimized",
+                         "optimized_launch_bounds_min8": "pitfall"}
+    else:
+        assert kinds == {"optimized_smem_prefetch_cp_async": "optimized", "optimized_smem_prefetch_tma": "optimized"}
+    from common import pair as contract
+    if hasattr(contract, "check_workload"):  # the declarations (once, updated) name real inputs
+        import torch
+        contract.check_workload(pair, pair.workload(seed=1, device=torch.device("cpu"), quick=True))
+
+
+def test_launch_bounds_systems_are_diagonally_dominant_and_laid_out_by_column():
+    """The workload on a CPU: A (64, m) holds one 8x8 system per column, and elimination without pivoting
+    (the kernel's algorithm, here in float64) solves it."""
+    import torch
+    from ch1.baseline_launch_bounds import S, systems
+    A, b = systems(1000, torch.Generator().manual_seed(3), torch.device("cpu"))
+    mats = A.double().T.reshape(-1, S, S)
+    diag = mats.diagonal(dim1=1, dim2=2).abs()
+    off = mats.abs().sum(-1) - diag
+    assert bool((diag > off).all())
+    x = torch.linalg.solve(mats, b.double().T)
+    assert float((mats @ x.unsqueeze(-1)).squeeze(-1).sub(b.double().T).abs().max()) < 1e-12
+
+
+def test_smem_prefetch_workload_declares_the_weights_once():
+    import torch
+    from ch1.baseline_smem_prefetch import workload
+    w = workload(1, torch.device("cpu"), quick=True)
+    assert w.once == ("b",)
+    n = w.inputs["a"].shape[0]
+    assert n % 128 == 0 and w.flops == 2.0 * n**3
