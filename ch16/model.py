@@ -254,6 +254,14 @@ def build_model(cfg: Config | str, seed: int = 0, device=None, dtype=torch.float
     return model.eval().requires_grad_(False)
 
 
+def cast_model(model: Transformer, device=None, dtype=None) -> Transformer:
+    """model.to(device, dtype) (in place, like nn.Module.to), with the rotary tables kept in fp32."""
+    cos, sin = model.rope_cos.float(), model.rope_sin.float()
+    model = model.to(device=device, dtype=dtype)
+    model.rope_cos.data, model.rope_sin.data = cos.to(model.rope_cos.device), sin.to(model.rope_cos.device)
+    return model
+
+
 def scale_deep_layers(model: Transformer, first: int, scale: float) -> Transformer:
     """Multiply the residual contributions of layers[first:] by `scale` (in place).
 

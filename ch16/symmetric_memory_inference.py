@@ -206,6 +206,20 @@ class PagedKV:
         return kv[0:1], kv[1:2]
 
 
+class StaticKV:
+    """A preallocated cache of this rank's KV heads, (n_layers, B, heads, max_len, hd): the tensor-parallel pair's."""
+
+    def __init__(self, k: torch.Tensor, v: torch.Tensor):
+        self.k, self.v = k, v
+
+    def write(self, layer: int, req, pos, k, v) -> None:
+        self.k[layer].index_copy_(2, pos, k)
+        self.v[layer].index_copy_(2, pos, v)
+
+    def read(self, layer: int, req):
+        return self.k[layer], self.v[layer]
+
+
 # ---------------------------------------------------------------------------------- a sharded model
 class ShardedModel:
     """A model's tensor-parallel shard on this rank: forward over a paged KV cache."""
@@ -222,8 +236,8 @@ class ShardedModel:
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.cfg.norm_eps)).type_as(x) * weight
 
     @torch.no_grad()
-    def forward(self, tokens, pos, kv: PagedKV, req: int):
-        """tokens (1, T) at positions pos (T,) -> logits (1, T, vocab), every rank of the group."""
+    def forward(self, tokens, pos, kv: PagedKV | StaticKV, req: int | None = None):
+        """tokens (B, T) at positions pos (T,) -> logits (B, T, vocab), every rank of the group."""
         w, hd = self.w, self.cfg.head_dim
         B, T = tokens.shape
         x = F.embedding(tokens, w["emb"])

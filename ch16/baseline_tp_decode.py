@@ -1,0 +1,117 @@
+"""A tensor-parallel decode step on 2 ranks, all-reduce through NCCL (Gloo on CPUs).
+
+Each rank holds half the heads and half the MLP (column-parallel Q/K/V and gate/up, row-parallel O
+and down) and its half of the KV cache; after attention and after the MLP of every layer the
+partial outputs are summed with one all-reduce: 2 x 16 = 32 all-reduces of 4 KiB (batch 1, hidden
+2048, bf16) per token. On a GPU the step (all-reduces included) is captured in a CUDA graph, so what
+differs between the variants is the all-reduce itself, not launch overhead.
+
+Workload: the ~1B model (bf16) on 2 GPUs, one request 1024 tokens in; on CPUs (and --quick) the small
+model, fp32, context 64. Weights are drawn on the CPU from the seed (the same on every rank and in the
+single-process reference), then each rank keeps its shard.
+
+Bound: memory per rank, plus the all-reduces' latency. Napkin math (H200, 4.8 TB/s): 0.85 GB of
+weights per rank ≈ 0.18 ms; 32 NCCL all-reduces at ~15-20 µs each ≈ 0.5-0.6 ms: the all-reduce
+latency, not the bandwidth, sets the step. A one-shot symmetric-memory all-reduce (~8-12 µs for
+4 KiB) takes a few hundred µs off.
+"""
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import torch
+import torch.distributed as dist
+
+from common import Workload
+from ch16.decode import MODEL_SEED, capture_graph, step_work
+from ch16.model import CONFIGS, KVCache, build_model, cast_model, decode_step, prefill, random_tokens
+from ch16.symmetric_memory_inference import ShardedModel, StaticKV, Transport, shard_model
+
+BOUND = "memory"
+NPROC = 2
+_full: dict = {}
+
+
+def sizes(device, quick: bool) -> tuple[str, int]:
+    gpu = torch.device(device).type == "cuda" and not quick
+    return ("llama-1b", 1024) if gpu else ("small", 64)
+
+
+def full_model(cfg_name: str, dtype, device):
+    """The whole model, drawn on the CPU (so every rank and the reference draw the same weights), in `dtype`
+    on `device`. The reference (device "cpu", fp32) computes with the bf16-rounded weights where the ranks use bf16."""
+    key = (cfg_name, dtype, str(device))
+    if key not in _full:
+        model = build_model(CONFIGS[cfg_name], MODEL_SEED, "cpu", torch.float32)
+        _full[key] = cast_model(cast_model(model, dtype=dtype), device=device)
+    return _full[key]
+
+
+def request(cfg, seed: int, context: int):
+    prefix = random_tokens(cfg, (1, context), seed, "cpu")
+    token = random_tokens(cfg, (1, 1), seed + 1, "cpu")
+    return prefix, token
+
+
+def workload(seed: int, device, quick: bool = False) -> Workload:
+    device = torch.device(device)
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    cfg_name, context = sizes(device, quick)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    full = full_model(cfg_name, dtype, device)
+    cfg = full.cfg
+    prefix, token = request(cfg, seed, context)
+    cache = KVCache.empty(cfg, 1, context + 64, device, dtype)
+    with torch.no_grad():  # prefill with the whole model, then keep this rank's KV heads
+        prefill(full, prefix.to(device), cache)
+    kh = cfg.n_kv_heads // world
+    heads = slice(rank * kh, (rank + 1) * kh)
+    shard = {k: v.to(device).contiguous() for k, v in shard_model(full, world, rank).items()}
+    k_cache, v_cache = cache.k[:, :, heads].contiguous(), cache.v[:, :, heads].contiguous()
+    del cache
+    flops, bytes_moved = step_work(full, 1, context + 64)
+    return Workload(inputs={"cfg": cfg, "shard": shard, "token": token.to(device), "input_pos": torch.tensor([context], device=device),
+                            "k_cache": k_cache, "v_cache": v_cache},
+                    updated=("k_cache", "v_cache"), flops=flops / world, bytes_moved=bytes_moved / world, items=1,
+                    item_name="tokens", note=f"{cfg.n_params() / 1e9:.2f}B params over {world} ranks, context {context}")
+
+
+def reference(seed: int, rank: int, world_size: int, quick: bool = False):
+    """The logits of the same step in one process on the CPU (every rank returns the whole logits)."""
+    cfg_name, context = sizes("cuda" if torch.cuda.is_available() else "cpu", quick)
+    dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    model = cast_model(full_model(cfg_name, dtype, "cpu"), dtype=torch.float32)
+    _full.pop((cfg_name, dtype, "cpu"))  # cast in place: no longer the dtype its key says
+    prefix, token = request(model.cfg, seed, context)
+    cache = KVCache.empty(model.cfg, 1, context + 64)
+    with torch.no_grad():
+        prefill(model, prefix, cache)
+        out = decode_step(model, cache, token, torch.tensor([context]))
+    return out.to(dtype)
+
+
+def tp_step(w: Workload, allreduce: str):
+    """The sharded step, graphed on a GPU; allreduce "dist" (NCCL/Gloo) or "symm" (one-shot, symmetric memory)."""
+    device = w.inputs["token"].device
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    cfg = w.inputs["cfg"]
+    transport = Transport(device, symmetric=allreduce == "symm", allreduce=allreduce)
+    group = dist.group.WORLD if world > 1 else None
+    model = ShardedModel(cfg, w.inputs["shard"], cfg.n_layers, world, group, transport, device)
+    kv = StaticKV(w.inputs["k_cache"], w.inputs["v_cache"])
+    token, pos = w.inputs["token"], w.inputs["input_pos"]
+
+    def step():
+        return model.forward(token, pos, kv)[:, -1]
+    if device.type != "cuda":
+        return step
+    step()  # the symmetric all-reduce buffers are allocated (a collective) outside the capture
+    replay = capture_graph(step)
+    replay.keepalive = transport
+    return replay
+
+
+def prepare(w: Workload):
+    return tp_step(w, "dist")
+
+
+if __name__ == "__main__":
+    from common import run_pair_file
+    run_pair_file(__file__)
