@@ -1,0 +1,36 @@
+"""Chapter 4's NVSHMEM samples compile and link (make -C ch4 nvshmem), where nvcc and NVSHMEM are present.
+
+Running them needs two GPUs and a launcher (scripts/nvshmem_launch_multinode.sh); that is the
+2-GPU session's job (scripts/h200x2_ch4.sh).
+"""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def nvshmem_missing() -> str | None:
+    if shutil.which("nvcc") is None:
+        return "nvcc is not installed"
+    if shutil.which("make") is None:
+        return "make is not installed"
+    found = subprocess.run([sys.executable, str(ROOT / "scripts" / "cuda_paths.py"), "nvshmem"], capture_output=True,
+                           text=True)
+    return None if found.returncode == 0 else f"NVSHMEM not found ({found.stderr.strip()})"
+
+
+@pytest.mark.skipif(nvshmem_missing() is not None, reason=str(nvshmem_missing()))
+def test_nvshmem_samples_compile_and_link(tmp_path):
+    proc = subprocess.run(["make", "-C", str(ROOT / "ch4"), "-j2", "nvshmem", "ARCH=sm_90", f"BIN={tmp_path}",
+                           f"PYTHON={sys.executable}"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    for name in ("nvshmem_pipeline_patterns", "nvshmem_multinode_example"):
+        binary = tmp_path / f"{name}_sm90"
+        assert binary.exists() and binary.stat().st_size > 0, name
+        # linked against NVSHMEM's host library, which the binary finds through its rpath
+        ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+        assert "libnvshmem_host.so" in ldd.stdout and "not found" not in ldd.stdout.split("libnvshmem_host")[1].split("\n")[0], ldd.stdout
