@@ -1,0 +1,118 @@
+"""How the gap between no cache and a static KV cache grows with context: one decode step per context length.
+
+For each context L, one request (batch 1 unless --batch) L tokens in, the time of one step:
+
+    no cache     the whole prefix recomputed (L+1 tokens through the model): grows linearly with L
+    cache        the static-cache step, eager
+    cache+graph  the static-cache step replayed as a CUDA graph (GPU only)
+
+with tokens/s and, for the cached step, the share of the bandwidth floor (weights + the KV read,
+over the copy bandwidth given with --copy-gbps, measured by `benchmark.py --peaks`).
+
+    python ch16/kv_cache_sweep.py [--contexts 256 1024 4096] [--out DIR]
+"""
+from __future__ import annotations
+
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from ch16.decode import capture_graph, served_model, step_work
+from ch16.model import KVCache, decode_step, forward_no_cache, prefill, random_tokens
+
+
+def median_ms(fn, device, reps: int = 20) -> float:
+    fn()
+    samples = []
+    for _ in range(reps):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples)
+
+
+@torch.no_grad()
+def sweep(device, contexts, batch: int, quick: bool, copy_gbps: float | None, reps: int) -> list[dict]:
+    model = served_model(device, quick)
+    rows = []
+    for L in contexts:
+        prefix = random_tokens(model.cfg, (batch, L), L, device)
+        token = random_tokens(model.cfg, (batch, 1), L + 1, device)
+        cache = KVCache.empty(model.cfg, batch, L + 1, device, model.output.weight.dtype)
+        prefill(model, prefix, cache)
+        pos = torch.tensor([L], device=device)
+        row = {"context": L, "batch": batch}
+        row["no_cache_ms"] = median_ms(lambda: forward_no_cache(model, torch.cat([prefix, token], 1)), device, reps)
+        row["cache_ms"] = median_ms(lambda: decode_step(model, cache, token, pos), device, reps)
+        if device.type == "cuda":
+            row["cache_graph_ms"] = median_ms(capture_graph(lambda: decode_step(model, cache, token, pos)), device, reps)
+        _, bytes_moved = step_work(model, batch, L + 1)
+        row["floor_ms"] = bytes_moved / (copy_gbps * 1e9) * 1e3 if copy_gbps else None
+        for k in ("no_cache", "cache", "cache_graph"):
+            if f"{k}_ms" in row:
+                row[f"{k}_tokens_per_s"] = batch / row[f"{k}_ms"] * 1e3
+                if row["floor_ms"]:
+                    row[f"{k}_pct_of_floor"] = 100 * row["floor_ms"] / row[f"{k}_ms"]
+        rows.append(row)
+        best = row.get("cache_graph_ms", row["cache_ms"])
+        print(f"context {L:6d}: no cache {row['no_cache_ms']:8.2f} ms, cache {row['cache_ms']:7.2f} ms"
+              + (f", cache+graph {row['cache_graph_ms']:6.3f} ms" if "cache_graph_ms" in row else "")
+              + (f" ({100 * row['floor_ms'] / best:.0f}% of the {row['floor_ms']:.3f} ms floor)" if row["floor_ms"] else "")
+              + f"; gap {row['no_cache_ms'] / best:.1f}x", flush=True)
+        del cache
+    return rows
+
+
+def plot(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    xs = [r["context"] for r in rows]
+    for k, label in (("no_cache", "no cache"), ("cache", "static cache, eager"), ("cache_graph", "static cache, graph")):
+        if f"{k}_ms" in rows[0]:
+            ax.plot(xs, [r[f"{k}_ms"] for r in rows], "o-", label=label)
+    if rows[0].get("floor_ms"):
+        ax.plot(xs, [r["floor_ms"] for r in rows], "k--", label="bandwidth floor")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("context (tokens)")
+    ax.set_ylabel("ms per decode step")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--contexts", type=int, nargs="+", default=[128, 256, 512, 1024, 2048, 4000])
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--quick", action="store_true", help="the small model")
+    ap.add_argument("--copy-gbps", type=float, help="measured copy bandwidth (benchmark.py --peaks), for the floor")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--out", type=pathlib.Path)
+    a = ap.parse_args(argv)
+    device = torch.device(a.device)
+    rows = sweep(device, a.contexts, a.batch, a.quick, a.copy_gbps, a.reps)
+    if a.out:
+        a.out.mkdir(parents=True, exist_ok=True)
+        meta = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__}
+        (a.out / "kv_cache_sweep.json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
+        plot(rows, a.out / "kv_cache_sweep.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
