@@ -200,3 +200,11 @@ def test_smem_prefetch_workload_declares_the_weights_once():
     assert w.once == ("b",)
     n = w.inputs["a"].shape[0]
     assert n % 128 == 0 and w.flops == 2.0 * n**3
+
+
+def test_guide_pip_command_works_from_ch1():
+    """`cd ch1 && pip install -r requirements.txt` (the guide's spelling) installs the repository's requirements."""
+    lines = [line.strip() for line in (CH1 / "requirements.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines == ["-r ../requirements.txt"]
+    assert (CH1 / ".." / "requirements.txt").resolve() == ROOT / "requirements.txt"
