@@ -213,13 +213,13 @@ def hybrid_sharded(args, cfg, device, shard_size: int, symm: bool) -> tuple[list
     replica_groups = [dist.new_group(list(range(i, world, shard_size))) for i in range(shard_size)]
     my_shard_group, my_replica_group = shard_groups[rank // shard_size], replica_groups[rank % shard_size]
     full = init_params(args.seed, cfg)
-    largest = max(p.numel() for p in full)
-    intra = (SymmCollectives(my_shard_group, device, largest) if symm else Collectives(my_shard_group, device))
-    across = Collectives(my_replica_group, device)
     s, me = shard_size, rank % shard_size
 
     def pad(n):
         return -(-n // s) * s
+    largest = max(pad(p.numel()) for p in full)   # the workspace holds one whole (padded) gradient
+    intra = (SymmCollectives(my_shard_group, device, largest) if symm else Collectives(my_shard_group, device))
+    across = Collectives(my_replica_group, device)
     # This rank's shard of every parameter (flattened, padded to a multiple of the shard count).
     shards = []
     for p in full:

@@ -30,7 +30,7 @@ def prepare(w):
     micro = data.shape[0]
     slots, handle = symm_empty((2, *data.shape[1:]), data.dtype, data.device)
     # Start from clean signal pads (a pooled allocation may carry an earlier handle's flags).
-    handle.get_signal_pad(handle.rank).zero_()
+    handle.get_signal_pad(handle.rank, dtype=torch.int32).zero_()
     torch.cuda.synchronize()
     dist.barrier()
     if rank() == 1:
