@@ -13,8 +13,8 @@ mkdir -p "$out" "$work/logs"
 export PYTHONUNBUFFERED=1
 run_part() {
   case $1 in
-    pairs)   # peaks first (cached per machine); the three one-GPU pairs; tp_decode is the 2-GPU script's
-      $py benchmark.py --peaks --pair kv_cache --pair decode_graph --pair speculative --output "$work/ch16" \
+    pairs)   # peaks first (cached per machine); the four one-GPU pairs; tp_decode is the 2-GPU script's
+      $py benchmark.py --peaks --pair kv_cache --pair decode_graph --pair speculative --pair paged_kv --output "$work/ch16" \
         2>&1 | tee "$work/logs/benchmark_ch16.log" | grep -v '^      '
       cp profiles/peaks/cuda-*.json "$work/" 2>/dev/null ;;
     sweeps)

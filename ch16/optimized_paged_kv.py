@@ -1,0 +1,38 @@
+"""Paged KV cache: 16-token blocks from one pool and a block table; a Triton kernel (vLLM's paged
+attention) walks each request's blocks in place with an online softmax, so each request reads only
+its own tokens and nothing is copied. Memory per request: its length rounded up to a block, not
+max_len. The pool and table are built once; needs a GPU with Triton."""
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import torch
+
+from ch16.decode import compile_available
+from ch16.paged import PagedKV, varlen_decode_step
+
+DEVICES = ("cuda",) if compile_available() in (None, "no GPU") else ("cuda with triton",)
+PAGE = 16
+
+
+def paged_prepare(w, attend: str):
+    model, lengths = w.inputs["model"], w.inputs["lengths_list"]
+    c = model.cfg
+    kv = PagedKV(c.n_layers, c.n_kv_heads, c.head_dim, PAGE, [n + 1 for n in lengths],
+                 model.output.weight.dtype, w.inputs["token"].device)
+    kv.load(w.inputs["k_packed"], w.inputs["v_packed"], lengths)
+    read_len = max(lengths) + 1
+    fn = getattr(kv, attend)
+    token, pos = w.inputs["token"], w.inputs["lengths"]
+
+    @torch.no_grad()
+    def step():
+        return varlen_decode_step(model, token, pos, kv.write, lambda i, q, p: fn(i, q, p, read_len))
+    step.kv = kv
+    return step
+
+
+def prepare(w):
+    return paged_prepare(w, "attend_triton")
+
+
+if __name__ == "__main__":
+    from common import run_pair_file
+    run_pair_file(__file__)

@@ -1,0 +1,185 @@
+"""Two ways to hold the KV cache of a batch of requests of different lengths, and a decode step over either.
+
+Contiguous (`ContiguousKV`): every request gets max_len slots, whether it uses 100 or 4000 of them;
+the memory a server reserves is requests x max_len, so a fixed budget fits few requests.
+
+Paged (`PagedKV`): K and V live in fixed-size blocks (pages) of `page` tokens drawn from one pool; a
+request owns ceil(length / page) of them, listed in its row of the block table (vLLM's block
+manager: a free list and a table, no more). Waste is at most one partly filled page per request.
+Attention reads K and V through the table:
+
+    attend_gather   copies the request's pages into a contiguous tensor first, every step, every layer:
+                    the simple way, and an extra write and read of the whole KV (the pitfall variant)
+    attend_triton   a Triton kernel (vLLM's paged attention, v1 shape): one program per (request, KV
+                    head) walks the request's pages in place with an online softmax; nothing is copied
+
+`varlen_decode_step` runs the model for one new token per request, each at its own position.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ch16.model import Transformer, apply_rope
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # the Triton path is only taken where Triton exists
+    triton = None
+
+
+class ContiguousKV:
+    """k, v (n_layers, B, Hkv, max_len, hd): one max-length slab per request."""
+
+    def __init__(self, n_layers, batch, heads, max_len, hd, dtype, device):
+        shape = (n_layers, batch, heads, max_len, hd)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+
+    def load(self, layer_k, layer_v, lengths):
+        """Fill from packed K/V (n_layers, Hkv, total, hd), requests one after another."""
+        start = 0
+        for b, n in enumerate(lengths):
+            self.k[:, b, :, :n] = layer_k[:, :, start:start + n]
+            self.v[:, b, :, :n] = layer_v[:, :, start:start + n]
+            start += n
+
+    def write(self, layer, pos, k, v):
+        """k, v (B, Hkv, hd) at each request's position pos (B,)."""
+        b = torch.arange(k.shape[0], device=k.device)
+        self.k[layer][b, :, pos] = k
+        self.v[layer][b, :, pos] = v
+
+    def attend(self, layer, q, pos, read_len: int):
+        return masked_attention(q, self.k[layer][:, :, :read_len], self.v[layer][:, :, :read_len], pos)
+
+    @property
+    def nbytes(self) -> int:
+        return 2 * self.k.numel() * self.k.element_size()
+
+
+class PagedKV:
+    """k_pages, v_pages (n_layers, n_blocks, Hkv, page, hd); table (B, max_blocks) int32 block ids."""
+
+    def __init__(self, n_layers, heads, hd, page, lengths_needed, dtype, device):
+        self.page = page
+        blocks = [math.ceil(n / page) for n in lengths_needed]
+        self.free = list(range(sum(blocks)))            # the pool holds exactly what the requests need
+        n_blocks = len(self.free)
+        shape = (n_layers, n_blocks, heads, page, hd)
+        self.k_pages = torch.zeros(shape, dtype=dtype, device=device)
+        self.v_pages = torch.zeros(shape, dtype=dtype, device=device)
+        rows = [[self.free.pop(0) for _ in range(nb)] for nb in blocks]
+        width = max(blocks)
+        self.table = torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=torch.int32, device=device)
+
+    def load(self, layer_k, layer_v, lengths):
+        start = 0
+        for b, n in enumerate(lengths):
+            pos = torch.arange(n, device=layer_k.device)
+            blk = self.table[b].long()[pos // self.page]
+            # blk and the slot are advanced indices around a slice: the token axis comes first
+            self.k_pages[:, blk, :, pos % self.page] = layer_k[:, :, start:start + n].permute(2, 0, 1, 3)
+            self.v_pages[:, blk, :, pos % self.page] = layer_v[:, :, start:start + n].permute(2, 0, 1, 3)
+            start += n
+
+    def write(self, layer, pos, k, v):
+        b = torch.arange(k.shape[0], device=k.device)
+        blk = self.table[b, pos // self.page].long()
+        self.k_pages[layer][blk, :, pos % self.page] = k
+        self.v_pages[layer][blk, :, pos % self.page] = v
+
+    def attend_gather(self, layer, q, pos, read_len: int):
+        nb = math.ceil(read_len / self.page)
+        idx = self.table[:, :nb].long()
+        B, H = idx.shape[0], self.k_pages.shape[2]
+        k = self.k_pages[layer][idx].permute(0, 2, 1, 3, 4).reshape(B, H, nb * self.page, -1)   # a copy
+        v = self.v_pages[layer][idx].permute(0, 2, 1, 3, 4).reshape(B, H, nb * self.page, -1)
+        return masked_attention(q, k, v, pos)
+
+    def attend_triton(self, layer, q, pos, read_len: int):
+        return paged_attention(q, self.k_pages[layer], self.v_pages[layer], self.table, pos + 1)
+
+    @property
+    def nbytes(self) -> int:
+        return 2 * self.k_pages.numel() * self.k_pages.element_size()
+
+
+def masked_attention(q, k, v, pos):
+    """q (B, Hq, hd); k, v (B, Hkv, S, hd); request b attends to positions <= pos[b]. -> (B, Hq, hd)."""
+    B, Hq, hd = q.shape
+    Hkv, S = k.shape[1], k.shape[2]
+    G = Hq // Hkv
+    scores = (q.view(B, Hkv, G, hd) @ k.transpose(-1, -2)).float() * (1.0 / math.sqrt(hd))  # (B, Hkv, G, S)
+    mask = torch.arange(S, device=q.device)[None, :] <= pos[:, None]                         # (B, S)
+    scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
+    probs = torch.softmax(scores, dim=-1).to(v.dtype)
+    return (probs @ v).reshape(B, Hq, hd)
+
+
+if triton is not None:
+    @triton.jit
+    def _paged_decode_kernel(q_ptr, k_ptr, v_ptr, table_ptr, len_ptr, o_ptr, scale, max_blocks,
+                             stride_kb, stride_kh, stride_kp,
+                             HQ: tl.constexpr, G: tl.constexpr, P: tl.constexpr, D: tl.constexpr):
+        b = tl.program_id(0)
+        h = tl.program_id(1)
+        g = tl.arange(0, G)
+        p = tl.arange(0, P)
+        d = tl.arange(0, D)
+        q_off = b * HQ * D + (h * G + g[:, None]) * D + d[None, :]
+        q = tl.load(q_ptr + q_off).to(tl.float32)                               # (G, D)
+        length = tl.load(len_ptr + b)
+        m = tl.full((G,), float("-inf"), tl.float32)
+        l = tl.zeros((G,), tl.float32)
+        acc = tl.zeros((G, D), tl.float32)
+        for j in range(0, tl.cdiv(length, P)):
+            blk = tl.load(table_ptr + b * max_blocks + j).to(tl.int64)
+            kv_off = blk * stride_kb + h * stride_kh + p[:, None] * stride_kp + d[None, :]
+            k = tl.load(k_ptr + kv_off).to(tl.float32)                          # (P, D), in place
+            v = tl.load(v_ptr + kv_off).to(tl.float32)
+            s = tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale           # (G, P)
+            s = tl.where(((j * P + p) < length)[None, :], s, float("-inf"))
+            m_new = tl.maximum(m, tl.max(s, axis=1))
+            alpha = tl.exp(m - m_new)
+            w = tl.exp(s - m_new[:, None])
+            l = l * alpha + tl.sum(w, axis=1)
+            acc = acc * alpha[:, None] + tl.sum(w[:, :, None] * v[None, :, :], axis=1)
+            m = m_new
+        tl.store(o_ptr + q_off, (acc / l[:, None]).to(o_ptr.dtype.element_ty))
+
+
+def paged_attention(q, k_pages, v_pages, table, lengths):
+    """q (B, Hq, hd); k/v_pages (n_blocks, Hkv, P, hd) contiguous; table (B, max_blocks) int32;
+    lengths (B,) keys per request (positions 0..length-1). -> (B, Hq, hd)."""
+    if triton is None:
+        raise RuntimeError("the paged attention kernel needs Triton")
+    B, Hq, hd = q.shape
+    _, Hkv, P, _ = k_pages.shape
+    q = q.contiguous()
+    out = torch.empty_like(q)
+    _paged_decode_kernel[(B, Hkv)](q, k_pages, v_pages, table, lengths, out, 1.0 / math.sqrt(hd), table.shape[1],
+                                   k_pages.stride(0), k_pages.stride(1), k_pages.stride(2),
+                                   HQ=Hq, G=Hq // Hkv, P=P, D=hd)
+    return out
+
+
+def varlen_decode_step(model: Transformer, tokens, pos, write, attend):
+    """One new token per request, each at its own position: tokens (B, 1), pos (B,) -> logits (B, vocab).
+
+    write(layer, pos, k, v) stores the new K/V (B, Hkv, hd); attend(layer, q, pos) -> (B, Hq, hd).
+    """
+    B = tokens.shape[0]
+    x = model.tok_embeddings(tokens)
+    cos, sin = model.rope_cos[pos][:, None, None, :], model.rope_sin[pos][:, None, None, :]   # (B, 1, 1, hd)
+    for i, layer in enumerate(model.layers):
+        a = layer.attention
+        q, k, v = a.qkv(layer.attention_norm(x))                     # (B, H, 1, hd)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        write(i, pos, k[:, :, 0], v[:, :, 0])
+        o = attend(i, q[:, :, 0], pos)
+        x = x + a.wo(o.reshape(B, 1, -1))
+        x = x + layer.feed_forward(layer.ffn_norm(x))
+    return model.output(model.norm(x))[:, -1]
