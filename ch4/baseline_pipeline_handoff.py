@@ -1,5 +1,7 @@
-"""Two pipeline stages on two ranks: stage 0 sends each micro-batch's activation to stage 1
-with a blocking send/recv, so each rank's compute and transfer take turns.
+"""Two pipeline stages on two ranks, a blocking send/recv per micro-batch: compute and transfer take turns.
+
+Stage 0 sends each micro-batch's activation to stage 1 and waits for the transfer before it
+computes the next one; stage 1 waits for each receive before it computes.
 
 Workload: 8 micro-batches of 2048 x 4096 bf16 activations (16 MiB each). Rank 0 holds stage 0
 (h = tanh(x @ W0), W0 4096 x 4096) and the input micro-batches; rank 1 holds stage 1

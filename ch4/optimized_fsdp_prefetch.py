@@ -1,5 +1,6 @@
-"""Prefetch: start the next layer's all-gather (asynchronously, into a second buffer) before
-computing the current layer, as FSDP's forward prefetch does.
+"""Prefetch the next layer's all-gather (asynchronous, into a second buffer) while this layer computes.
+
+This is FSDP's forward prefetch.
 
 NCCL runs the all-gather on its own stream while the matmul runs on the caller's; the caller's
 stream waits for a gather only when that layer is reached. Two buffers alternate: a gather

@@ -1,5 +1,6 @@
-"""Flatten the gradients into 25 MiB buckets (DDP's default size) and all-reduce each bucket: 3
-collectives instead of 196, so the fixed cost is paid 3 times and the link sees large messages.
+"""Flatten the gradients into 25 MiB buckets (DDP's default size): 3 all-reduces instead of 196.
+
+The fixed cost of a collective is paid 3 times, and the link sees large messages.
 
 The copy into the buckets is the same one _foreach_copy_ the baseline makes into its outputs;
 the returned gradients are views into the reduced buckets (DDP's gradient_as_bucket_view).

@@ -1,5 +1,7 @@
-"""Non-blocking hand-off: isend/irecv into two alternating receive buffers, so stage 0 computes
-micro-batch i+1 while micro-batch i travels and stage 1 receives i+1 while it computes i.
+"""Non-blocking hand-off: isend/irecv into two alternating receive buffers, overlapped with compute.
+
+Stage 0 computes micro-batch i+1 while micro-batch i travels; stage 1 receives i+1 while it
+computes i.
 
 Stage 0 queues each send and moves on (each activation has its own buffer, kept for backward);
 stage 1 posts the receive of the next micro-batch before computing the current one, into the

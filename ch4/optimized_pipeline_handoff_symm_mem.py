@@ -1,6 +1,7 @@
-"""Symmetric-memory hand-off: stage 0 writes each activation straight into stage 1's buffer over
-NVLink and raises a signal; stage 1 waits for the signal on its own stream. No send/recv, no
-NCCL channels: a copy kernel and two 4-byte flags per micro-batch.
+"""Symmetric-memory hand-off: stage 0 writes into stage 1's buffer over NVLink and raises a signal.
+
+Stage 1 waits for the signal on its own stream. No send/recv, no NCCL channels: a copy kernel and
+two 4-byte flags per micro-batch.
 
 Two slots on stage 1, with credit-based flow control through the signal pads:
   READY[s] (stage 0 -> 1): slot s holds a new micro-batch;
