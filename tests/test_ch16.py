@@ -148,3 +148,21 @@ def test_paged_attention_kernel_under_the_triton_interpreter():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_both_schedulers_generate_each_requests_greedy_tokens():
+    from ch16.batching import Engine, make_trace, serve, settings, summarize
+    from ch16.decode import served_model
+    s = settings(torch.device("cpu"), quick=True)
+    model = served_model("cpu", quick=True)
+    trace = make_trace(8, 200.0, 3, model.cfg.vocab_size, s["prompt_median"], s["out_median"], s["sigma"],
+                       s["max_prompt"], s["max_out"], "cpu")
+    engine = Engine(model, s["slots"], s["max_len"])
+    results = {p: serve(engine, trace, p, s["budget"]) for p in ("static", "continuous")}
+    for r in trace:
+        expected = greedy_generate(model, r.prompt, r.n_out)[0][0].tolist()
+        for p in results:
+            assert results[p]["requests"][r.rid][4] == expected, (p, r.rid)
+    for p in results:
+        row = summarize(results[p], trace)
+        assert row["tokens"] == sum(r.n_out for r in trace) and row["p99_latency_s"] >= row["p50_latency_s"] > 0
