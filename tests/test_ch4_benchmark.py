@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_allreduce_sweep_on_gloo_writes_verified_json_and_plot(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")  # the Gloo path, even on a GPU machine
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            str(ROOT / "ch4" / "nvshmem_vs_nccl_benchmark.py"), "--sizes", "4K", "64K", "--iters", "3",
                            "--output", str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)

@@ -39,7 +39,7 @@ def close(a, b, tol):
 
 def test_training_example_on_gloo_matches_one_process(tmp_path):
     saved, measured = tmp_path / "out.pt", tmp_path / "measured.json"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")  # the Gloo path, even on a GPU machine
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            str(ROOT / "ch4" / "nvshmem_training_example.py"), "--quick", "--steps", "3",
                            "--shard-size", "2", "1", "--save", str(saved), "--json", str(measured)],
