@@ -44,7 +44,7 @@ Examples
 
 Reports of your runs go to profiles/runs/<date>-<device>/, which git ignores; the
 committed reports quoted in the READMEs live under profiles/<gpu>/.
-Exit status: 0 all verified, 1 something failed (the report says what), 2 bad input,
+Exit status: 0 all verified, 1 something failed or is SUSPECT (the report says what), 2 bad input,
 130 interrupted (Ctrl-C; the pairs that finished are written, marked interrupted).
 """
 
@@ -274,8 +274,10 @@ def _refused_option(argv: list[str], pair_file: Path) -> str | None:
 
 
 def skipped_result(c: int, name: str, pair, device_type: str) -> dict:
-    return {"chapter": c, "name": name, "bound": pair.bound, "status": "skipped",
-            "error": f"needs {' or '.join(pair.devices).upper()}; this run is on {device_type.upper()}",
+    missing = pair.baseline.missing_packages()
+    reason = (f"needs the package(s) {', '.join(missing)}, not installed here" if missing else
+              f"needs {' or '.join(pair.devices).upper()}; this run is on {device_type.upper()}")
+    return {"chapter": c, "name": name, "bound": pair.bound, "status": "skipped", "error": reason,
             "device_type": device_type, "baseline": None, "variants": []}
 
 
@@ -379,7 +381,8 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
                 outdir.rmdir()
             print("nothing finished; no report written", file=sys.stderr)
             return 128 + interrupted
-    doc = {"schema_version": 1, "device": device_info(device, peaks), "host": _host(), "torch": torch.__version__,
+    doc = {"schema_version": 1, "device": device_info(device, peaks), "host": _host(), "topology": _topology(),
+           "torch": torch.__version__,
            "cuda": torch.version.cuda, "driver": driver_version(), "git_commit": git_commit(),
            "created": stamp.isoformat(timespec="seconds"), "quick": args.quick, "command": command,
            "pairs": results}
@@ -394,7 +397,34 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
         print("wrote " + ", ".join(_shown(p) for p in written), file=sys.stderr)
     if interrupted:
         return 128 + interrupted
-    return 1 if any(r["status"] == "failed" for r in results) else 0
+    suspect = [f"ch{r['chapter']}/{r['name']}" for r in results if r.get("suspect")]
+    if suspect:
+        print(f"SUSPECT results in {', '.join(suspect)}: not presented as speedups (see the report)", file=sys.stderr)
+        _drop_beaten_ceilings(results, device)
+    return 1 if suspect or any(r["status"] == "failed" for r in results) else 0
+
+
+def _drop_beaten_ceilings(results: list[dict], device) -> None:
+    """The physics check's rule, applied to the ceilings: a verified result that beat its floor by more than
+    10% may mean the cached ceilings were measured on a busy machine. They are not reused silently: the
+    cache is dropped, and the next run measures them again."""
+    from common.peaks import invalidate, peaks_path
+    beaten = [v for r in results for v in [r.get("baseline") or {}] + r.get("variants", [])
+              if "floor its workload implies" in (v.get("suspect") or "")]
+    if beaten:
+        invalidate(peaks_path(device), f"{len(beaten)} verified result(s) beat the floor they imply",
+                   log=lambda m: print(m, file=sys.stderr))
+
+
+def _topology() -> str | None:
+    """How the GPUs are linked (`nvidia-smi topo -m`), where there are several."""
+    import torch
+    if not (torch.cuda.is_available() and torch.cuda.device_count() > 1 and shutil.which("nvidia-smi")):
+        return None
+    try:
+        return subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def _host() -> dict:
@@ -426,7 +456,7 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
                             "error": _load_error(pair), "baseline": None, "variants": []})
             print(f"{tag}: FAILED to load: {pair}", file=sys.stderr)
             continue
-        if device.type not in pair.devices:  # no process, so no timeout can hit it
+        if device.type not in pair.devices or pair.baseline.missing_packages():  # no process, no timeout
             results.append(skipped_result(c, name, pair, device.type))
             print(f"{tag}: skipped: {results[-1]['error']}", file=sys.stderr)
             continue

@@ -206,6 +206,11 @@ def settle(run: WorkerRun, *, chapter: int, name: str, bound: str, files: dict[s
     return result
 
 
+# NVLink multicast (NVLS) stays off in every worker unless the user turns it on explicitly: on the
+# shared machines this project is measured on it is not ours to use.
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
 def run_in_subprocess(chapter: int, name: str, bound: str, baseline: Path, optimized: list[Path], *,
                       device: str, peaks: Path | None, quick: bool, budget: float, timeout_s: float,
                       nproc: int = 1, profile: str | None = None, outdir: Path | None = None,
@@ -219,7 +224,8 @@ def run_in_subprocess(chapter: int, name: str, bound: str, baseline: Path, optim
         result_path = Path(tmp) / "result.json"
         cmd = command(result_path) if command else worker_command(
             chapter, name, baseline, optimized, device, result_path, peaks, quick, budget, nproc, profile, outdir)
-        env = dict(os.environ, PYTHONUNBUFFERED="1",
+        env = dict(MULTICAST_OFF, **os.environ)  # the user's explicit setting wins
+        env.update(PYTHONUNBUFFERED="1",
                    PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(Path(baseline).parent.parent)]
                                               + [p for p in [os.environ.get("PYTHONPATH")] if p]))
         run = watch(cmd, result_path, env=env, timeout_s=timeout_s, startup_s=startup_s, echo=echo)

@@ -32,6 +32,9 @@ optional, in a variant
                              (common.numerics); no pair file sets torch's
                              global flags itself.
     DEVICES                  narrower than the baseline's (e.g. a CUDA graph)
+    REQUIRES = ("torchao",)  optional packages this file needs; where one is
+                             missing the variant (or, in a baseline, the pair)
+                             is skipped with the reason, and nothing else fails
     KIND = "pitfall"|"tradeoff"
                              slower on purpose: a pitfall kept to teach it, or
                              time traded for memory. Reported with its measured
@@ -135,6 +138,10 @@ class Variant:
     @property
     def kind(self) -> str:
         return getattr(self.module, "KIND", "optimized")
+
+    def missing_packages(self) -> list[str]:
+        """The optional packages in REQUIRES that this Python cannot import."""
+        return [m for m in getattr(self.module, "REQUIRES", ()) if importlib.util.find_spec(m) is None]
 
     @property
     def summary(self) -> str:

@@ -31,12 +31,14 @@ import json
 import math
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Callable
 
 import torch
 
+from common.cuda_ext import ExtensionUnavailable
 from common.discover import load_pair
 from common.inputs import SEEDS, OwnInputs, References
 from common.numerics import FlagChanged, changed_flags, numerics, wanted_flags
@@ -167,7 +169,9 @@ def verify_calls(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
     """Steps a-c for a variant (the baseline sets the references instead of comparing with them)."""
     is_base = v.name == "baseline"
     allowed = (PRECISION_DTYPE[v.precision],) if v.precision else ()
+    started = time.perf_counter()
     first = checked(lambda: call(fn, own, "a", "first call", flags))
+    first_call_s = time.perf_counter() - started  # a lazily compiled variant compiles here
     if is_base:
         ctx.ref_a = first
         ctx.base_precision = ctx.refs.a.precision or DTYPE_PRECISION.get(first[0].dtype, "fp32")
@@ -198,6 +202,7 @@ def verify_calls(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
     out = max(verdicts, key=lambda d: -1 if math.isnan(d.rel_err) else d.rel_err).as_dict()
     out["max_err"] = max(d.max_err for d in verdicts)
     out["checks"] = ["first call", "a later call", "new per-call inputs"]
+    out["first_call_s"] = first_call_s
     return out
 
 
@@ -210,6 +215,9 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
     if device.type not in v.devices:
         entry["skipped"] = f"needs {' or '.join(v.devices).upper()}"
         return entry
+    if v.missing_packages():
+        entry["skipped"] = f"needs the package(s) {', '.join(v.missing_packages())}, not installed here"
+        return entry
     precision = variant_precision(ctx, v)
     flags = wanted_flags(flags_precision(ctx, v))
     stage = "prepare"
@@ -221,7 +229,9 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
         own = ctx.refs.own_copy()
         with numerics(flags_precision(ctx, v)):
             log(f"  {v.name}: verifying")
+            started = time.perf_counter()
             fn = v.prepare(own.w)
+            entry["prepare_s"] = time.perf_counter() - started  # compiling, capturing, autotuning: apart from steady state
             changed = changed_flags(flags)
             if changed:
                 raise FlagChanged(f"prepare(): changed torch's global numerics flags ({'; '.join(changed)}); "
@@ -256,6 +266,9 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
             entry["overlap_pct_of_ideal"] = overlap_pct(t.median_ms, ctx.stages)
         log(f"  {v.name:40s} {t.median_ms:10.4f} ms  (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f}, "
             f"n={t.samples}x{t.calls_per_sample}, {t.timer})" + (f"  SUSPECT: {entry['suspect']}" if entry["suspect"] else ""))
+    except ExtensionUnavailable as e:  # a kernel this GPU cannot run (TMA before sm_90): not a failure
+        entry.update(skipped=str(e), verified=False)
+        log(f"  {v.name}: skipped: {e}")
     except Failed as e:
         entry.update(error=str(e), failed_at=stage, verified=False)
         log(f"  {v.name}: FAILED ({stage}): {e}")
@@ -380,6 +393,9 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
     result["baseline"] = base
     if ctx.stages:
         result["stages"] = ctx.stages
+    if base.get("skipped"):  # the baseline cannot run here (a package, a kernel this GPU lacks): nothing can
+        result.update(status="skipped", error=base["skipped"])
+        return result
     if not base["verified"]:
         fail(f"baseline failed ({base.get('failed_at')}): {base['error']}")
         result["variants"] = [{"name": v.name, "file": v.path.name, "summary": v.summary, "kind": v.kind,

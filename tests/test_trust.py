@@ -73,6 +73,19 @@ def test_a_result_beyond_the_physical_floor_is_suspect_and_has_no_speedup(trust_
     assert "SUSPECT" in summary
 
 
+def test_ceilings_a_result_beat_are_not_reused(trust_run):
+    proc, _, _ = trust_run
+    from common.peaks import peaks_path
+    assert "dropped" in proc.stderr and "measured again" in proc.stderr
+    assert not peaks_path(torch.device("cpu")).exists()
+
+
+def test_a_variant_needing_a_missing_package_is_skipped_with_the_reason(trust_run):
+    _, pairs, _ = trust_run
+    v = variants(pairs["trust"])["i_needs_package"]
+    assert "a_package_nobody_installs" in v["skipped"] and not v["error"]
+
+
 def test_a_wrong_tile_fails_where_the_norm_alone_would_pass():
     g = torch.Generator().manual_seed(0)
     ref = torch.nn.functional.gelu(torch.randn(4096, 4096, generator=g), approximate="tanh")
