@@ -103,7 +103,7 @@ def _driver(out: str) -> int:
     from common.discover import load_pair, select
     from common.inputs import SEEDS
     from common.run import run_pair
-    from common.verify import as_tensors, snapshot, verify_outputs
+    from common.verify import DTYPE_PRECISION, as_tensors, snapshot, verify_outputs
 
     import common.overlap
     import common.timing
@@ -121,9 +121,10 @@ def _driver(out: str) -> int:
         result = run_pair(pair, torch.device("cpu"), quick=True, budget_s=0.05)
         result["elapsed_s"] = round(time.perf_counter() - t0, 2)
         mod = pair.baseline.module
-        got = snapshot(mod.prepare(mod.workload(SEEDS[0], "cpu", quick=True))())
-        want = [t for t in as_tensors(mod.reference(SEEDS[0], dist.get_rank(), dist.get_world_size(), quick=True))]
-        verdict = verify_outputs(want, got, "bf16" if any(t.dtype == torch.bfloat16 for t in want) or name == "pipeline_handoff" else "fp32")
+        w = mod.workload(SEEDS[0], "cpu", quick=True)
+        got = snapshot(mod.prepare(w)())
+        want = as_tensors(mod.reference(SEEDS[0], dist.get_rank(), dist.get_world_size(), quick=True))
+        verdict = verify_outputs(want, got, w.precision or DTYPE_PRECISION.get(got[0].dtype, "fp32"))
         checks = [None, None]
         dist.all_gather_object(checks, "ok" if verdict.ok else verdict.message)
         result["reference_check"] = checks
