@@ -100,18 +100,18 @@ def test_the_margin_rule_fails_a_wrong_decoder_and_passes_a_near_tie():
     assert verdict.token_agreement == pytest.approx(4 / 6)
 
 
-def test_chapter_16_pairs_verify_on_the_cpu(run_bench, tmp_path):
+def test_chapter_16_pairs_verify_on_the_cpu(run_bench):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: the CPU path is not the one run")
-    # decode_graph's CPU path is kv_cache's optimized step: not run again here, to keep CI short
-    proc = run_bench("--pair", "kv_cache", "--pair", "speculative", "--quick", "--budget", "0.1",
-                     "--output", str(tmp_path), timeout=300)
-    doc = json.loads((tmp_path / "results.json").read_text())
-    status = {p["name"]: p["status"] for p in doc["pairs"]}
-    assert status == {"kv_cache": "ok", "speculative": "ok"}, proc.stderr[-3000:]
-    for p in doc["pairs"]:
-        for v in p["variants"]:
-            assert v["verified"] or v.get("skipped"), v
+    # Two pairs through the whole harness (the others' CPU paths are checked directly above and below,
+    # to keep CI short). --no-report: the printed table is the result; exit status 0 = all verified.
+    proc = run_bench("--pair", "kv_cache", "--pair", "speculative", "--quick", "--budget", "0.1", "--no-report",
+                     timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for variant in ("optimized_kv_cache", "optimized_speculative"):
+        assert any(line.startswith("| ch16/") and f"| {variant} | ok |" in line for line in proc.stdout.splitlines()), \
+            proc.stdout[-3000:]
+    assert "| optimized_kv_cache_graph | skipped" in proc.stdout
 
 
 def _paged_setup():
