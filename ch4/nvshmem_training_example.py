@@ -1,7 +1,7 @@
 """Three ways a training step talks between GPUs, on symmetric memory where it can, each verified.
 
-    torchrun --nproc_per_node=2 ch4/nvshmem_training_example.py [--quick] [--shard-size S]
-             [--steps N] [--save results.pt] [--json measured.json]
+    torchrun --nproc_per_node=2 ch4/nvshmem_training_example.py [--quick] [--shard-size S [S ...]]
+             [--steps N] [--save results.pt] [--json measured.json] [--emulate-symm]
 
 1. Gradient bucket fusion (data parallel). Every rank trains the same MLP on its own batch; the
    gradients are copied into flat buckets (≤ 25 MiB, filled from the last layer back) and each
@@ -23,7 +23,10 @@ rank's seeded data: the data-parallel and the sharded model after --steps SGD st
 one process training on the whole global batch; the pipeline's outputs must equal the two stages
 applied in one process. The script prints what it measured (time per step or per pipeline call,
 the bytes each rank sent) and what it verified, and exits 1 on any mismatch. --save writes the
-final weights and outputs (rank 0) for tests/test_nvshmem_training.py to check independently.
+final weights and outputs (rank 0) for tests/test_nvshmem_training.py to check independently. On
+CPUs, --emulate-symm runs parts 1 and 2 through the symmetric-memory code with each peer's buffer
+emulated by a Gloo all-gather at every barrier, so the CPU test covers that code's slicing and
+barriers too.
 NVLink multicast stays off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
 NVSHMEM_DISABLE_NVLS=1 unless set); no multimem operation is called.
 """
@@ -88,7 +91,6 @@ def rel_err(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
 # ------------------------------------------------------------------ communication
 class Collectives:
     """NCCL (GPUs) or Gloo (CPUs) collectives on one process group."""
-    kind = "nccl"
 
     def __init__(self, group, device):
         self.group, self.size, self.rank = group, dist.get_world_size(group), dist.get_rank(group)
@@ -115,15 +117,13 @@ class SymmCollectives(Collectives):
 
     def __init__(self, group, device, workspace_numel: int, dtype=torch.float32):
         super().__init__(group, device)
-        self.kind = "symm_mem"
-        import torch.distributed._symmetric_memory as symm_mem
-        self.symm_mem, self.group_name = symm_mem, group.group_name
+        self.kind, self.group_name, self.keep = type(self).kind, group.group_name, []
         self.work, self.handle = self._symmetric(workspace_numel, dtype, device)
-        self.keep = []
 
     def _symmetric(self, numel, dtype, device):
-        buf = self.symm_mem.empty(numel, dtype=dtype, device=device)
-        return buf, self.symm_mem.rendezvous(buf, self.group_name)
+        import torch.distributed._symmetric_memory as symm_mem
+        buf = symm_mem.empty(numel, dtype=dtype, device=device)
+        return buf, symm_mem.rendezvous(buf, self.group_name)
 
     def buffer(self, numel, dtype, device):
         """A bucket that lives in symmetric memory, so the two-shot all-reduce can work on it in place."""
@@ -153,6 +153,40 @@ class SymmCollectives(Collectives):
         for p in range(1, self.size):
             out.add_(self._peer(p, total, full.dtype)[self.rank * n:(self.rank + 1) * n])
         self.handle.barrier(channel=0)
+
+
+class GlooPeers:
+    """A symmetric-memory handle's get_buffer() and barrier(), emulated over Gloo: barrier() takes a
+    snapshot of every rank's buffer, and get_buffer(p) reads peer p's snapshot."""
+
+    def __init__(self, group, buf):
+        self.group, self.buf, self.snapshot = group, buf, None
+
+    def barrier(self, channel=0):
+        self.snapshot = [torch.empty_like(self.buf) for _ in range(dist.get_world_size(self.group))]
+        dist.all_gather(self.snapshot, self.buf, group=self.group)
+
+    def get_buffer(self, p, shape, dtype):
+        n = 1
+        for k in shape:
+            n *= k
+        return self.snapshot[p][:n].view(shape).to(dtype)
+
+
+class EmulatedSymmCollectives(SymmCollectives):
+    """SymmCollectives' own code on CPUs (--emulate-symm): what a peer's symmetric buffer would show is
+    a Gloo all-gather taken at each barrier, so the slicing, offsets and barriers around the loads
+    are exercised without a GPU; the two-shot all-reduce becomes the sum of the gathered buckets."""
+    kind = "symm_mem emulated on gloo"
+
+    def _symmetric(self, numel, dtype, device):
+        buf = torch.empty(numel, dtype=dtype, device=device)
+        return buf, GlooPeers(self.group, buf)
+
+    def all_reduce_(self, flat):
+        parts = [torch.empty_like(flat) for _ in range(self.size)]
+        dist.all_gather(parts, flat, group=self.group)
+        flat.copy_(torch.stack(parts).sum(dim=0))
 
 
 def symm_usable(device) -> bool:
@@ -205,7 +239,8 @@ def data_parallel(args, cfg, device, comm) -> tuple[list[torch.Tensor], dict]:
 
 
 # ------------------------------------------------------------------ 2. hybrid sharding
-def hybrid_sharded(args, cfg, device, shard_size: int, symm: bool) -> tuple[list[torch.Tensor], dict]:
+def hybrid_sharded(args, cfg, device, shard_size: int, symm) -> tuple[list[torch.Tensor], dict]:
+    """`symm`: the symmetric-memory collectives class for the shard group, or None for NCCL/Gloo."""
     rank, world = dist.get_rank(), dist.get_world_size()
     if world % shard_size:
         raise SystemExit(f"--shard-size {shard_size} does not divide the world size {world}")
@@ -218,7 +253,7 @@ def hybrid_sharded(args, cfg, device, shard_size: int, symm: bool) -> tuple[list
     def pad(n):
         return -(-n // s) * s
     largest = max(pad(p.numel()) for p in full)   # the workspace holds one whole (padded) gradient
-    intra = (SymmCollectives(my_shard_group, device, largest) if symm else Collectives(my_shard_group, device))
+    intra = symm(my_shard_group, device, largest) if symm else Collectives(my_shard_group, device)
     across = Collectives(my_replica_group, device)
     # This rank's shard of every parameter (flattened, padded to a multiple of the shard count).
     shards = []
@@ -280,6 +315,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shard-size", type=int, nargs="+",
                     help="ranks per shard group, one run of part 2 for each (default: LOCAL_WORLD_SIZE, one node)")
+    ap.add_argument("--emulate-symm", action="store_true",
+                    help="on CPUs: run the symmetric-memory code of parts 1 and 2 with peer buffers emulated over Gloo")
     ap.add_argument("--save", type=Path, help="rank 0 writes the final weights and outputs here (torch.save)")
     ap.add_argument("--json", type=Path, help="rank 0 writes what it measured and verified here")
     args = ap.parse_args(argv)
@@ -295,9 +332,10 @@ def main(argv=None) -> int:
     cfg = config(args.quick)
     one_node = local_world == world
     symm = symm_usable(device)
+    symm_class = SymmCollectives if symm else EmulatedSymmCollectives if args.emulate_symm else None
     say = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
     say(f"{world} ranks ({'one node' if one_node else f'{world // local_world} nodes'}), {device.type}, "
-        f"symmetric memory: {'yes' if symm else 'no (NCCL/Gloo collectives instead)'}; "
+        f"symmetric memory: {'yes' if symm else 'emulated over Gloo' if symm_class else 'no (NCCL/Gloo collectives instead)'}; "
         f"MLP {cfg['layers']} x {cfg['d']}², {cfg['rows']} rows per rank, {args.steps} SGD steps")
     report, saved, ok = {"world_size": world, "device": device.type, "config": cfg, "steps": args.steps}, {}, True
     ref = reference_training(args.seed, cfg, world, args.steps) if rank == 0 else None
@@ -319,7 +357,7 @@ def main(argv=None) -> int:
         return {"ranks_agree": bool(same.item()), "rel_err_vs_reference": err, "verified": good}
 
     # 1
-    comm = SymmCollectives(dist.group.WORLD, device, 1) if symm and one_node else Collectives(dist.group.WORLD, device)
+    comm = symm_class(dist.group.WORLD, device, 1) if symm_class and one_node else Collectives(dist.group.WORLD, device)
     params, m = data_parallel(args, cfg, device, comm)
     say(f"1. data parallel, {m['buckets']} fused buckets on {m['comm']}: "
         f"{', '.join(f'{t:.2f}' for t in m['step_ms'])} ms per step; {m['bytes_sent_per_step'] / 2**20:.2f} MiB "
@@ -331,7 +369,7 @@ def main(argv=None) -> int:
     report["hybrid_sharded"], saved["hybrid_sharded"] = {}, {}
     for shard_size in args.shard_size or [local_world]:
         in_node = shard_size > 1 and local_world % shard_size == 0   # symmetric memory spans one node only
-        params, m = hybrid_sharded(args, cfg, device, shard_size, symm and in_node)
+        params, m = hybrid_sharded(args, cfg, device, shard_size, symm_class if in_node else None)
         say(f"2. hybrid sharding, shard groups of {m['shard_size']} ({m['intra']}) x {m['replicas']} replicas "
             f"({m['across']}): {', '.join(f'{t:.2f}' for t in m['step_ms'])} ms per step; "
             f"{m['bytes_sent_per_step'] / 2**20:.2f} MiB sent per rank per step")

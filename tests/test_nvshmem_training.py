@@ -37,18 +37,36 @@ def close(a, b, tol):
     return num / sum(float(y.double().norm() ** 2) for y in b) ** 0.5 <= tol
 
 
-def test_training_example_on_gloo_matches_one_process(tmp_path):
-    saved, measured = tmp_path / "out.pt", tmp_path / "measured.json"
+def run_example(tmp_path, name, *extra):
+    """Start the example under torchrun (two Gloo processes); returns (process, saved path, json path)."""
+    saved, measured = tmp_path / f"{name}.pt", tmp_path / f"{name}.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")  # the Gloo path, even on a GPU machine
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           str(ROOT / "ch4" / "nvshmem_training_example.py"), "--quick", "--steps", "3",
-                           "--shard-size", "2", "1", "--save", str(saved), "--json", str(measured)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert proc.stdout.strip().splitlines()[-1] == "PASS", proc.stdout
-    out = torch.load(saved)
-    report = json.loads(measured.read_text())
+    log = tmp_path / f"{name}.log"
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                             str(ROOT / "ch4" / "nvshmem_training_example.py"), "--quick", "--steps", "3",
+                             "--shard-size", "2", "1", "--save", str(saved), "--json", str(measured), *extra],
+                            cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
+    return proc, log, saved, measured
 
+
+def test_training_example_on_gloo_matches_one_process(tmp_path):
+    # Gloo collectives, and (at the same time) the symmetric-memory code with peers emulated over Gloo.
+    runs = {name: run_example(tmp_path, name, *extra) for name, extra in (("gloo", ()), ("emulated", ("--emulate-symm",)))}
+    try:
+        for proc, *_ in runs.values():
+            proc.wait(timeout=180)
+    finally:
+        for proc, *_ in runs.values():
+            if proc.poll() is None:
+                proc.kill()
+    for name, (proc, log, saved, measured) in runs.items():
+        text = log.read_text()
+        assert proc.returncode == 0, (name, text[-4000:])
+        assert "\nPASS\n" in text, text[-4000:]
+        check_saved(torch.load(saved), json.loads(measured.read_text()), name)
+
+
+def check_saved(out, report, name):
     from ch4 import baseline_pipeline_handoff as pipe
     from ch4.nvshmem_training_example import config, init_params
     cfg = config(quick=True)
@@ -57,6 +75,8 @@ def test_training_example_on_gloo_matches_one_process(tmp_path):
     assert not close(start, want, 1e-3)       # the steps moved the weights: the comparison has teeth
     # every part ran and its numbers are the reference's (nothing returned early)
     assert report["world_size"] == 2 and report["data_parallel"]["buckets"] >= 2
+    kind = "symm_mem emulated on gloo" if name == "emulated" else "gloo"
+    assert report["data_parallel"]["comm"] == kind and report["hybrid_sharded"]["2"]["intra"] == kind
     assert close(out["data_parallel"], want, 1e-5)
     assert set(out["hybrid_sharded"]) == {1, 2}
     for shard_size, params in out["hybrid_sharded"].items():
