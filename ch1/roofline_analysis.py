@@ -25,7 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
-from common.peaks import load_or_measure  # noqa: E402
+from common.peaks import invalidate, load_or_measure, peaks_path
+from common.physics import SLACK  # noqa: E402
 from common.timing import time_call  # noqa: E402
 
 
@@ -69,9 +70,14 @@ def main(argv=None) -> list[dict]:
         roof = min(peak, r["ai"] * bw * 1e9 / 1e12)
         bound = "memory-bound" if r["ai"] < ridge else "compute-bound"
         r.update(ridge=ridge, roof_tflops=roof, bound=bound, pct_of_roof=100 * r["tflops"] / roof)
+        # The physics check's rule (common.physics.SLACK): more than 10% above a roof is not a result.
+        r["suspect"] = r["pct_of_roof"] > 100 * SLACK
         print(f"{r['name']:24s} AI {r['ai']:9.3f} FLOP/B  ridge {ridge:6.1f} ({r['precision']})  "
               f"{r['median_ms']:8.4f} ms  {r['tflops']:8.3f} TFLOP/s  {r['gbps']:8.1f} GB/s  "
-              f"{bound}, {r['pct_of_roof']:.0f}% of its roof")
+              + (f"SUSPECT: {r['pct_of_roof']:.0f}% of its roof; the ceilings were likely measured on a busy "
+                 f"machine" if r["suspect"] else f"{bound}, {r['pct_of_roof']:.0f}% of its roof"))
+    if any(r["suspect"] for r in rows):
+        invalidate(peaks_path(device), "a measurement beat its roof by more than 10%")
 
     from common.report import roofline_axes, save_figure
     fig, ax = roofline_axes(peaks, f"Roofline of {peaks['device']} (measured ceilings)",

@@ -16,7 +16,7 @@ CPU's last-level cache): a smaller working set can be served from cache faster t
 and beating a DRAM floor from cache is no fault. The host link and GPU-to-GPU links have no cache
 in front of them, so their floors always apply.
 
-The baseline is also held to its FLOP floor (flops / the matmul rate of its precision): that floor
+A compute-bound baseline is also held to its FLOP floor (flops / the matmul rate of its precision): that floor
 describes the baseline's algorithm. A variant may change the algorithm (fewer FLOPs, a cheaper
 precision), so variants are held to the bytes floor only.
 """
@@ -71,7 +71,7 @@ def floors_ms(w: Workload, bound: str, peaks: dict, precision: str, algorithm_fi
     if bw and (bw[0] != "copy_gbps" or w.bytes_moved >= CACHE_FACTOR * cache):
         out.append((f"{w.bytes_moved / 1e6:.4g} MB at {bw[1]:.4g} GB/s ({bw[0]})", w.bytes_moved / (bw[1] * 1e9) * 1e3))
     rate = (peaks.get("matmul_tflops") or {}).get(precision)
-    if algorithm_fixed and w.flops and rate:
+    if algorithm_fixed and w.flops and rate and bound == "compute":
         out.append((f"{w.flops / 1e9:.4g} GFLOP at {rate:.4g} TFLOP/s ({precision} matmul)", w.flops / (rate * 1e12) * 1e3))
     return out
 
@@ -121,6 +121,9 @@ def achieved(w: Workload, median_ms: float, bound: str, precision: str, peaks: d
     ceiling = ceiling_for(bound, precision, peaks, duplex=w.duplex)
     if bound == "launch":  # how far from the roofline floor for this much work
         floors = [f for _, f in floors_ms(w, "memory", peaks, precision, algorithm_fixed=True)]
+        rate = (peaks.get("matmul_tflops") or {}).get(precision)
+        if w.flops and rate:
+            floors.append(w.flops / (rate * 1e12) * 1e3)
         if floors:
             out["ceiling"] = "roofline_floor_ms"
             out["pct_of_ceiling"] = 100 * max(floors) / median_ms
