@@ -28,8 +28,11 @@ def fuse_weights(model: Transformer) -> list[dict]:
     return fused
 
 
-def fused_forward(model: Transformer, fused: list[dict], tokens, input_pos, k_cache, v_cache):
-    """The cached forward with fused projections: tokens (B, T) -> logits (B, T, vocab)."""
+def fused_forward(model: Transformer, fused: list[dict], tokens, input_pos, k_cache, v_cache, attention=None):
+    """The cached forward with fused projections: tokens (B, T) -> logits (B, T, vocab).
+
+    attention(q, k_layer, v_layer, input_pos) -> (B, Hq, T, hd) replaces the masked matmul attention
+    (the _splitkv variant passes a kernel that reads only the filled part of the cache)."""
     c = model.cfg
     B, T = tokens.shape
     hd, nq, nkv = c.head_dim, c.n_heads, c.n_kv_heads
@@ -43,20 +46,21 @@ def fused_forward(model: Transformer, fused: list[dict], tokens, input_pos, k_ca
         k = apply_rope(k.view(B, T, nkv, hd).transpose(1, 2), cos, sin)
         k_cache[i].index_copy_(2, input_pos, k)
         v_cache[i].index_copy_(2, input_pos, v.view(B, T, nkv, hd).transpose(1, 2))
-        o = attend(q, k_cache[i], v_cache[i], input_pos, k_pos)
+        o = attend(q, k_cache[i], v_cache[i], input_pos, k_pos) if attention is None else \
+            attention(q, k_cache[i], v_cache[i], input_pos)
         x = x + F.linear(o.transpose(1, 2).reshape(B, T, nq * hd), w["wo"])
         gate, up = F.linear(w["ffn_norm"](x), w["w13"]).chunk(2, dim=-1)
         x = x + F.linear(F.silu(gate) * up, w["w2"])
     return model.output(model.norm(x))
 
 
-def prepare(w, compile: bool = True):
+def prepare(w, compile: bool = True, attention=None):
     model = w.inputs["model"]
     token, pos, k, v = (w.inputs[n] for n in ("token", "input_pos", "k_cache", "v_cache"))
     fused = fuse_weights(model)
 
     def step(token, pos, k, v):
-        return fused_forward(model, fused, token, pos, k, v)[:, -1]
+        return fused_forward(model, fused, token, pos, k, v, attention)[:, -1]
     if compile:
         torch._dynamo.mark_static_address(k)
         torch._dynamo.mark_static_address(v)

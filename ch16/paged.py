@@ -121,24 +121,28 @@ def masked_attention(q, k, v, pos):
 
 if triton is not None:
     @triton.jit
-    def _paged_decode_kernel(q_ptr, k_ptr, v_ptr, table_ptr, len_ptr, o_ptr, scale, max_blocks,
-                             stride_kb, stride_kh, stride_kp,
-                             HQ: tl.constexpr, G: tl.constexpr, P: tl.constexpr, D: tl.constexpr):
+    def _paged_decode_kernel(q_ptr, k_ptr, v_ptr, table_ptr, len_ptr, o_ptr, ml_ptr, scale, max_blocks,
+                             blocks_per_split, stride_b, stride_kb, stride_kh, stride_kp,
+                             HQ: tl.constexpr, G: tl.constexpr, P: tl.constexpr, D: tl.constexpr,
+                             SPLITS: tl.constexpr):
+        """One program per (request, KV head, split): its G query heads against the split's blocks."""
         b = tl.program_id(0)
         h = tl.program_id(1)
+        split = tl.program_id(2)
         g = tl.arange(0, G)
         p = tl.arange(0, P)
         d = tl.arange(0, D)
-        q_off = b * HQ * D + (h * G + g[:, None]) * D + d[None, :]
-        q = tl.load(q_ptr + q_off).to(tl.float32)                               # (G, D)
+        q = tl.load(q_ptr + b * HQ * D + (h * G + g[:, None]) * D + d[None, :]).to(tl.float32)   # (G, D)
         length = tl.load(len_ptr + b)
+        first = split * blocks_per_split
+        last = tl.minimum(first + blocks_per_split, tl.cdiv(length, P))
         m = tl.full((G,), float("-inf"), tl.float32)
         l = tl.zeros((G,), tl.float32)
         acc = tl.zeros((G, D), tl.float32)
-        for j in range(0, tl.cdiv(length, P)):
+        for j in range(first, last):
             blk = tl.load(table_ptr + b * max_blocks + j).to(tl.int64)
-            kv_off = blk * stride_kb + h * stride_kh + p[:, None] * stride_kp + d[None, :]
-            k = tl.load(k_ptr + kv_off).to(tl.float32)                          # (P, D), in place
+            kv_off = b * stride_b + blk * stride_kb + h * stride_kh + p[:, None] * stride_kp + d[None, :]
+            k = tl.load(k_ptr + kv_off).to(tl.float32)                          # (P, D), read in place
             v = tl.load(v_ptr + kv_off).to(tl.float32)
             s = tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale           # (G, P)
             s = tl.where(((j * P + p) < length)[None, :], s, float("-inf"))
@@ -148,22 +152,52 @@ if triton is not None:
             l = l * alpha + tl.sum(w, axis=1)
             acc = acc * alpha[:, None] + tl.sum(w[:, :, None] * v[None, :, :], axis=1)
             m = m_new
-        tl.store(o_ptr + q_off, (acc / l[:, None]).to(o_ptr.dtype.element_ty))
+        row = (b * HQ + h * G + g) * SPLITS + split                             # (G,)
+        out = acc / tl.where(l > 0, l, 1.0)[:, None]                          # an empty split stores 0
+        tl.store(o_ptr + row[:, None] * D + d[None, :], out)
+        tl.store(ml_ptr + row * 2, m)
+        tl.store(ml_ptr + row * 2 + 1, l)
 
 
-def paged_attention(q, k_pages, v_pages, table, lengths):
-    """q (B, Hq, hd); k/v_pages (n_blocks, Hkv, P, hd) contiguous; table (B, max_blocks) int32;
-    lengths (B,) keys per request (positions 0..length-1). -> (B, Hq, hd)."""
+def paged_attention(q, k_pages, v_pages, table, lengths, splits: int = 1):
+    """q (B, Hq, hd); k/v_pages (n_blocks, Hkv, P, hd) with unit stride along hd; table (B, max_blocks) int32;
+    lengths (B,) keys per request (positions 0..length-1). -> (B, Hq, hd) in q's dtype.
+
+    splits > 1: split-KV (flash-decoding): each request's blocks are cut into `splits` ranges handled
+    by separate programs, whose partial softmaxes are merged by their maxima and sums afterwards;
+    at batch 1 this is what keeps more than n_kv_heads SMs reading the cache.
+    """
+    _, Hkv, P, _ = k_pages.shape
+    return _launch(q, k_pages, v_pages, table, lengths, splits, Hkv, P,
+                   (0, k_pages.stride(0), k_pages.stride(1), k_pages.stride(2)))
+
+
+def attend_contiguous(q, k_layer, v_layer, lengths, page: int = 16, splits: int = 8):
+    """Split-KV attention over a contiguous static cache (B, Hkv, S, hd), reading only the first
+    lengths[b] positions of each request: the cache seen in place as S/page blocks of page tokens
+    (block j of request b starts at b*stride(0) + j*page*stride(2)), every request the same table row."""
+    B, Hkv, S, hd = k_layer.shape
+    assert S % page == 0 and k_layer.stride(3) == 1
+    table = torch.arange(S // page, dtype=torch.int32, device=q.device).expand(B, S // page).contiguous()
+    return _launch(q, k_layer, v_layer, table, lengths, splits, Hkv, page,
+                   (k_layer.stride(0), page * k_layer.stride(2), k_layer.stride(1), k_layer.stride(2)))
+
+
+def _launch(q, k, v, table, lengths, splits, Hkv, P, strides):
     if triton is None:
         raise RuntimeError("the paged attention kernel needs Triton")
     B, Hq, hd = q.shape
-    _, Hkv, P, _ = k_pages.shape
     q = q.contiguous()
-    out = torch.empty_like(q)
-    _paged_decode_kernel[(B, Hkv)](q, k_pages, v_pages, table, lengths, out, 1.0 / math.sqrt(hd), table.shape[1],
-                                   k_pages.stride(0), k_pages.stride(1), k_pages.stride(2),
-                                   HQ=Hq, G=Hq // Hkv, P=P, D=hd)
-    return out
+    part = torch.empty(B, Hq, splits, hd, dtype=torch.float32, device=q.device)
+    ml = torch.empty(B, Hq, splits, 2, dtype=torch.float32, device=q.device)
+    per_split = -(-table.shape[1] // splits)
+    _paged_decode_kernel[(B, Hkv, splits)](q, k, v, table, lengths, part, ml, 1.0 / math.sqrt(hd), table.shape[1],
+                                           per_split, *strides, HQ=Hq, G=Hq // Hkv, P=P, D=hd, SPLITS=splits)
+    if splits == 1:
+        return part[:, :, 0].to(q.dtype)
+    m, l = ml[..., 0], ml[..., 1]
+    w = l * torch.exp(m - m.amax(-1, keepdim=True))                     # an empty split has l = 0: weight 0
+    return ((w[..., None] * part).sum(2) / w.sum(-1, keepdim=True)).to(q.dtype)
 
 
 def varlen_decode_step(model: Transformer, tokens, pos, write, attend):
