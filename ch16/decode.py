@@ -55,7 +55,7 @@ def decode_workload(seed: int, device, quick: bool, batch: int, context: int, ro
     with torch.no_grad():
         prefill(model, prefix, cache)
     input_pos = torch.tensor([context], device=device)
-    flops, bytes_moved = step_work(model, batch, cache.max_len)
+    flops, bytes_moved = step_work(model, batch, context + 1)  # the fewest: only the filled positions
     return Workload(inputs={"model": model, "prefix": prefix, "token": token, "input_pos": input_pos,
                             "k_cache": cache.k, "v_cache": cache.v},
                     flops=flops, bytes_moved=bytes_moved, items=batch, item_name="tokens",
