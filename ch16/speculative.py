@@ -69,7 +69,8 @@ class GreedyDecoder:
         B, L = prompt.shape
         self.prompt, self.n_new, self.L = prompt, n_new, L
         self.tok = torch.zeros(B, 1, dtype=torch.long, device=prompt.device)
-        self.pos = torch.zeros(1, dtype=torch.long, device=prompt.device)
+        # capturing a graph runs the step a few times: point it past the prompt, never into the prefilled cache
+        self.pos = torch.full((1,), cache.max_len - 1, dtype=torch.long, device=prompt.device)
         self.out = torch.empty(B, n_new, model.cfg.vocab_size, dtype=model.output.weight.dtype, device=prompt.device)
         self.step = Stepper(model, cache, self.tok, self.pos, graph=graph)
 
@@ -100,9 +101,11 @@ class SpeculativeDecoder:
         dev = prompt.device
         self.prompt, self.n_new, self.k, self.L = prompt, n_new, k, prompt.shape[1]
         self.block = torch.zeros(1, k + 1, dtype=torch.long, device=dev)     # [c, d1..dk]
-        self.block_pos = torch.zeros(k + 1, dtype=torch.long, device=dev)
+        # graph capture runs each step a few times: at the end of the caches, never on the prefilled prompt
+        assert cache.max_len >= self.L + n_new + k + 1, "the cache needs room for the last round's k+1 tokens"
+        self.block_pos = torch.arange(cache.max_len - k - 1, cache.max_len, device=dev)
         self.d_tok = torch.zeros(1, 1, dtype=torch.long, device=dev)
-        self.d_pos = torch.zeros(1, dtype=torch.long, device=dev)
+        self.d_pos = torch.full((1,), draft_cache.max_len - 1, dtype=torch.long, device=dev)
         self.arange = torch.arange(k + 1, device=dev)
         self.out = torch.empty(1, n_new, model.cfg.vocab_size, dtype=model.output.weight.dtype, device=dev)
         self.draft = Stepper(model, draft_cache, self.d_tok, self.d_pos, depth, graph)
