@@ -7,7 +7,8 @@ each k, this runs the target alone and with the draft, on the same prompt, and r
     E          (1 - α^(k+1)) / (1 - α): expected tokens per target pass (Leviathan et al., 2023)
     tok/pass   tokens emitted per target pass (measured)
     c          draft step time / target step time (measured, CUDA graphs on a GPU)
-    expected   E / (k c + v), v = verification pass time / target step time (measured)
+    expected   E / (k c + v + α^k c), v = verification pass time / target step time (measured); the
+               last term: a round where all k are accepted feeds the draft its k-th proposal (one more step)
     measured   time of the target alone / time with the draft
 
 Every run is checked with the logits-and-margin rule (verify_decode.py): the speculative decoder's
@@ -78,7 +79,7 @@ def run(device, quick: bool, scales, ks, reps: int, seed: int = 7) -> list[dict]
             rows.append({"scale": scale, "k": k, "alpha": alpha, "expected_tokens_per_pass": E,
                          "tokens_per_pass": s["n_new"] / rounds, "rounds": rounds, "n_new": s["n_new"],
                          "draft_over_step": c, "verify_over_step": v, "step_ms": step_ms,
-                         "alone_ms": t_alone, "spec_ms": t_spec, "expected_speedup": E / (k * c + v),
+                         "alone_ms": t_alone, "spec_ms": t_spec, "expected_speedup": E / (k * c + v + alpha ** k * c),
                          "measured_speedup": t_alone / t_spec, "verified": verdict.ok,
                          "verification": verdict.as_dict(), "depth": s["depth"], "cfg": s["cfg"]})
             r = rows[-1]
