@@ -52,7 +52,7 @@ def server(w: Workload, policy: str):
     out = torch.zeros(len(trace), max(n for _, n in lengths), dtype=torch.long)
 
     def call():
-        res = serve(engine, trace, policy, s["budget"])
+        res = serve(engine, trace, policy, s["budget"], s["chunk"])
         out.zero_()
         for rid, _, _, _, toks in res["requests"]:
             out[rid, :len(toks)] = torch.tensor(toks)

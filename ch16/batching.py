@@ -11,6 +11,7 @@ on which requests arrive and finish. So latencies are what this GPU would give, 
     continuous   every iteration, under a token budget: one decode token for every running request,
                  then the rest of the budget to prefill waiting requests in chunks (chunked prefill,
                  as in vLLM and SGLang); a finished request's slot is refilled at the next iteration.
+                 Chunks are `chunk` tokens (the same in static batching, so both do the same arithmetic).
 
 Reported per load: throughput (generated tokens/s), p50 and p99 of request latency (arrival to last
 token) and of time to first token; and a plot of latency vs load. Both schedulers generate the same
@@ -92,8 +93,12 @@ class Engine:
             torch.cuda.synchronize()
 
 
-def serve(engine: Engine, trace: list[Request], policy: str, budget: int) -> dict:
-    """Run the trace to completion under `policy`; returns per-request results and the makespan."""
+def serve(engine: Engine, trace: list[Request], policy: str, budget: int, chunk: int) -> dict:
+    """Run the trace to completion under `policy`; returns per-request results and the makespan.
+
+    Prompts are prefilled in chunks of `chunk` tokens at multiples of `chunk` under both policies, so a
+    request's prefill does the same arithmetic whichever policy runs it, and in bf16 both generate the
+    same tokens (a different split would round differently and could flip a near-tie)."""
     for r in trace:
         r.prefilled, r.out, r.first_token, r.finish, r.slot = 0, [], None, None, None
     clock, pending, waiting, running = 0.0, list(trace), [], []
@@ -119,9 +124,11 @@ def serve(engine: Engine, trace: list[Request], policy: str, budget: int) -> dic
                     r.slot = free.pop(0)
                     running.append(r)
                 batch_open = False
-                for r in running:
-                    if r.prefilled < r.prompt.shape[1]:
-                        last = engine.prefill_chunk(r, r.prompt.shape[1] - r.prefilled)
+                for r in running:                          # in the same chunks as continuous batching
+                    last = None
+                    while r.prefilled < r.prompt.shape[1]:
+                        last = engine.prefill_chunk(r, min(chunk, r.prompt.shape[1] - r.prefilled))
+                    if last is not None:
                         r.out.append(int(last.argmax()))
             done_prefill = [r for r in running if len(r.out) < r.n_out]
             decoding = done_prefill
@@ -133,11 +140,10 @@ def serve(engine: Engine, trace: list[Request], policy: str, budget: int) -> dic
                 r.slot = free.pop(0)
                 running.append(r)
             for r in running:                              # chunked prefill in the budget left
-                if room <= 0:
-                    break
-                left = r.prompt.shape[1] - r.prefilled
-                if left > 0:
-                    n = min(left, room)
+                while r.prefilled < r.prompt.shape[1]:
+                    n = min(chunk, r.prompt.shape[1] - r.prefilled)
+                    if n > room:
+                        break
                     room -= n
                     last = engine.prefill_chunk(r, n)
                     if last is not None:
@@ -186,9 +192,9 @@ def summarize(res: dict, trace: list[Request]) -> dict:
 
 def settings(device, quick: bool) -> dict:
     if device.type == "cuda" and not quick:
-        return dict(n=200, slots=16, max_len=2048, budget=512, prompt_median=256, out_median=128, sigma=0.8,
+        return dict(n=200, slots=16, max_len=2048, budget=512, chunk=128, prompt_median=256, out_median=128, sigma=0.8,
                     max_prompt=1024, max_out=1000, rates=[1, 2, 4, 8, 16, 32, 64])
-    return dict(n=12, slots=4, max_len=128, budget=32, prompt_median=12, out_median=8, sigma=0.6,
+    return dict(n=12, slots=4, max_len=128, budget=32, chunk=8, prompt_median=12, out_median=8, sigma=0.6,
                 max_prompt=48, max_out=40, rates=[20, 80, 320])
 
 
@@ -203,7 +209,7 @@ def sweep(device, quick: bool, rates=None, seed: int = 0) -> list[dict]:
                            s["sigma"], s["max_prompt"], s["max_out"], device)
         row, outs = {"rate": rate}, {}
         for policy in ("static", "continuous"):
-            res = serve(engine, trace, policy, s["budget"])
+            res = serve(engine, trace, policy, s["budget"], s["chunk"])
             row[policy] = summarize(res, trace)
             outs[policy] = [o for *_, o in res["requests"]]
         same = sum(a == b for a, b in zip(outs["static"], outs["continuous"]))

@@ -5,6 +5,7 @@ max_len. The pool and table are built once; needs a GPU with Triton."""
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
 
+from ch16.baseline_paged_kv import graphed
 from ch16.decode import compile_available
 from ch16.paged import PagedKV, varlen_decode_step
 
@@ -22,11 +23,9 @@ def paged_prepare(w, attend: str):
     fn = getattr(kv, attend)
     token, pos = w.inputs["token"], w.inputs["lengths"]
 
-    @torch.no_grad()
     def step():
         return varlen_decode_step(model, token, pos, kv.write, lambda i, q, p: fn(i, q, p, read_len))
-    step.kv = kv
-    return step
+    return graphed(step, kv)
 
 
 def prepare(w):

@@ -158,7 +158,7 @@ def test_both_schedulers_generate_each_requests_greedy_tokens():
     trace = make_trace(8, 200.0, 3, model.cfg.vocab_size, s["prompt_median"], s["out_median"], s["sigma"],
                        s["max_prompt"], s["max_out"], "cpu")
     engine = Engine(model, s["slots"], s["max_len"])
-    results = {p: serve(engine, trace, p, s["budget"]) for p in ("static", "continuous")}
+    results = {p: serve(engine, trace, p, s["budget"], s["chunk"]) for p in ("static", "continuous")}
     for r in trace:
         expected = greedy_generate(model, r.prompt, r.n_out)[0][0].tolist()
         for p in results:
