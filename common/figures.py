@@ -142,7 +142,7 @@ def _tick_text(t: float, _pos=None) -> str:
 
 def _x_range(rows: list[Row], axes_width_in: float) -> tuple[float, float]:
     """Log-axis limits that hold every bar, its interval and the label written after it."""
-    ends = [1.0] + [x for r in rows if r.speedup for x in (r.speedup, *(r.interval or ()))]
+    ends = [1.0] + [x for r in rows if r.speedup for x in (r.speedup, *(r.interval or ())) if x > 0]
     log_lo = math.log10(min(0.5, min(ends) / 1.5))
     log_hi = math.log10(max(2.0, max(ends) * 1.08))
     for r in rows:
@@ -155,7 +155,7 @@ def _x_range(rows: list[Row], axes_width_in: float) -> tuple[float, float]:
 
 def _label_x(r: Row) -> float:
     """Where a bar's label starts: just right of the bar, its whisker and the 1× line."""
-    return max(1.0, r.speedup, *(r.interval or ())) * 1.06
+    return max(1.0, r.speedup, *(x for x in (r.interval or ()) if x > 0)) * 1.06
 
 
 def plot_speedups(doc: dict, path: Path) -> None:
@@ -172,7 +172,7 @@ def plot_speedups(doc: dict, path: Path) -> None:
         colour = COLOURS[r.kind]
         if r.speedup:
             ax.barh(y, r.speedup - 1.0, left=1.0, height=0.7, color=colour)
-            if r.interval:
+            if r.interval and r.interval[0] > 0:  # an interval reaching zero has no place on a log axis
                 ax.errorbar(r.speedup, y, xerr=[[r.speedup - r.interval[0]], [r.interval[1] - r.speedup]],
                             fmt="none", ecolor="#333333", elinewidth=0.8, capsize=2.5)
             ax.text(_label_x(r), y, r.text, va="center", fontsize=FONT_PT, color="black" if r.kind != "by design"

@@ -35,6 +35,20 @@ class References:
         self.per_call = self.a.per_call()           # includes the declared state (it is not prepared once)
         self.fresh = {k: b.inputs[k] for k in self.per_call}   # seed B's per-call values; B's weights are dropped
         del b
+        self.again: dict | None = None   # a second copy of seed A's per-call values, made when needed
+
+    def sources(self, which: str) -> dict:
+        """Where seed `which`'s per-call values come from: "a", "b", or "a2" (A's values in other buffers)."""
+        if which == "a":
+            return self.a.inputs
+        if which == "b":
+            return self.fresh
+        if self.again is None:
+            self.again = {k: self.a.inputs[k].clone() for k in self.per_call}
+        return self.again
+
+    def drop_copy(self) -> None:
+        self.again = None
 
     def own_copy(self) -> "OwnInputs":
         return OwnInputs(self)
@@ -54,7 +68,7 @@ class OwnInputs:
 
     def feed(self, which: str) -> None:
         """Overwrite the per-call inputs (and the declared state) in place with seed `which`'s values."""
-        src = self.refs.a.inputs if which == "a" else self.refs.fresh
+        src = self.refs.sources(which)
         # Through .data: the tensor's version counter does not move, so a cache keyed on it (or on the
         # data pointer) sees "unchanged" input and is caught returning its old answer.
         with torch.no_grad():
@@ -64,7 +78,7 @@ class OwnInputs:
 
     def restore_state(self) -> None:
         """Put the state a call updates by design back to the values of the seed last fed."""
-        src = self.refs.a.inputs if self.fed == "a" else self.refs.fresh
+        src = self.refs.sources(self.fed)
         with torch.no_grad():
             for k in self.refs.a.updated:
                 self.w.inputs[k].data.copy_(src[k])
@@ -76,7 +90,7 @@ class OwnInputs:
 
     def modified(self, which: str | None = None) -> list[str]:
         """Inputs (other than the declared state) whose values differ from what was last fed."""
-        which = which or self.fed
+        which = (which or self.fed).replace("a2", "a")
         out = []
         for k in tensor_names(self.refs.a):
             if k in self.refs.a.updated:

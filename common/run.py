@@ -252,8 +252,9 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
             stage = "time with new inputs"
             host_inputs = any(not own.w.inputs[k].is_cuda for k in ctx.refs.per_call)
             entry["fresh_input_ms"], entry["repeated_input_ms"] = fresh_vs_repeated_ms(
-                fn, lambda i: own.feed("ab"[i]) or own.restore_state(), device, t.median_ms * 1e-3, ctx.agree,
-                host_inputs=host_inputs)
+                fn, lambda i: own.feed(("a", "b", "a2")[i]) or own.restore_state(), device, t.median_ms * 1e-3,
+                ctx.agree, host_inputs=host_inputs)
+            ctx.refs.drop_copy()
             stage = "profile"
             entry.update(profile_variant(fn, v, ctx))
         if device.type == "cuda":
@@ -347,11 +348,14 @@ def check_reference(ctx: Context) -> None:
 
 
 def speedup_ci(base: dict, var: dict) -> list[float] | None:
-    """The speedup's 95% interval from both medians' intervals (half-widths added in quadrature)."""
+    """The speedup's 95% interval from both medians' intervals (relative half-widths added in quadrature).
+
+    Taken as a factor, [s / (1 + h), s * (1 + h)], so that it stays positive however wide it is.
+    """
     if not (base.get("median_ci_pct") and var.get("median_ci_pct")) or not var.get("speedup"):
         return None
     h = math.hypot(base["median_ci_pct"], var["median_ci_pct"]) / 200
-    return [var["speedup"] * (1 - h), var["speedup"] * (1 + h)]
+    return [var["speedup"] / (1 + h), var["speedup"] * (1 + h)]
 
 
 # ----------------------------------------------------------------------------- the pair

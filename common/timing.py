@@ -232,7 +232,9 @@ def fresh_vs_repeated_ms(fn: Callable[[], Any], feed: Callable[[int], Any], devi
 
     The timed loop calls `fn` on the same inputs again and again, which a real loop never does: a
     variant that keeps results of earlier calls (keyed on the inputs' contents, say) is fast there
-    and nowhere else. Both loops here pay the same feeds, so only reuse separates them. Host-side
+    and nowhere else. Both loops here pay the same feeds, from two source buffers in turn (`feed(0)`
+    and `feed(1)` write other values, `feed(2)` the same values as `feed(0)` from another buffer), so
+    the data touched is the same size and only reuse separates them. Host-side
     inputs may still be read by the previous call's copies, so with `host_inputs` each feed first
     waits for the caller's stream. Rounds of the two loops alternate and the best of each is kept
     (a busy host only adds time); it stops once they agree, after at most six rounds of each.
@@ -245,7 +247,7 @@ def fresh_vs_repeated_ms(fn: Callable[[], Any], feed: Callable[[int], Any], devi
         for i in range(n):
             if host_inputs and device.type == "cuda":
                 torch.cuda.current_stream().synchronize()
-            feed(i % 2 if alternate else 0)
+            feed((1 if alternate else 2) if i % 2 else 0)
             fn()
         _sync(device)
         return agree((time.perf_counter() - t0) / n * 1e3)
