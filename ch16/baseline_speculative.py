@@ -18,6 +18,7 @@ from ch16.model import KVCache
 from ch16.speculative import GreedyDecoder, greedy_work, spec_workload_inputs
 
 BOUND = "memory"
+COMPARE = "logits_margin"  # free-running greedy logits: a near-tie may fork the sequences (common.decode_check)
 
 
 def workload(seed: int, device, quick: bool = False) -> Workload:

@@ -92,7 +92,7 @@ class SpeculativeDecoder:
 
     forced: reference tokens (1, n_new); when given, the target's choice at every position is the
     reference's token instead of its argmax, so the logits returned are this decoder's logits
-    teacher-forced on the reference (verify_decode.check_decode's first part).
+    teacher-forced on the reference (common.decode_check.check_decode's first part).
     """
 
     def __init__(self, model: Transformer, cache: KVCache, draft_cache: KVCache, depth: int, prompt: torch.Tensor,

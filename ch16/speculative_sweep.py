@@ -11,7 +11,7 @@ each k, this runs the target alone and with the draft, on the same prompt, and r
                last term: a round where all k are accepted feeds the draft its k-th proposal (one more step)
     measured   time of the target alone / time with the draft
 
-Every run is checked with the logits-and-margin rule (verify_decode.py): the speculative decoder's
+Every run is checked with the logits-and-margin rule (common/decode_check.py): the speculative decoder's
 logits teacher-forced on the target's own greedy tokens, and its free-running tokens.
 
     python ch16/speculative_sweep.py [--device cuda] [--quick] [--out DIR]
@@ -28,7 +28,7 @@ import torch
 
 from ch16.model import KVCache
 from ch16.speculative import GreedyDecoder, SpeculativeDecoder, spec_workload_inputs
-from ch16.verify_decode import check_decode
+from common.decode_check import check_decode
 
 
 def timed(fn, device, reps: int) -> float:

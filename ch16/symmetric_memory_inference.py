@@ -27,7 +27,7 @@ else `dist.all_reduce` (NCCL or Gloo). Never multimem ops; keep NVLink multicast
 (NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1).
 
     torchrun --nproc-per-node 8 ch16/symmetric_memory_inference.py --check      (GPUs, or --device cpu)
-checks the served output against a single-process run of the same model (verify_decode.py's rule).
+checks the served output against a single-process run of the same model (common/decode_check.py's rule).
 """
 from __future__ import annotations
 
@@ -414,7 +414,7 @@ def check(server: InferenceServer8GPU, prompt_len: int = 16, n_new: int = 12, pr
           deep_scale: float = 0.5) -> dict | None:
     """Serve one request, compare with a single-process run; the report on rank 0 (None elsewhere)."""
     from ch16.model import random_tokens
-    from ch16.verify_decode import check_decode
+    from common.decode_check import check_decode
     prompt = random_tokens(server.cfg, (1, prompt_len), prompt_seed, "cpu")
     t0 = time.perf_counter()
     out = server.generate(prompt, n_new, keep=True)

@@ -14,6 +14,10 @@ baseline_<name>.py defines
 optional, in the baseline
     DEVICES = ("cuda", "cpu")  where the pair can run (default: both)
     NPROC = 1                  processes to launch with torchrun (chapters 4, 16)
+    COMPARE = "logits_margin"  for outputs that are free-running greedy logits
+                               (n positions x vocabulary): verified by the
+                               logits-and-margin rule (common.decode_check)
+                               instead of element by element
     reference(seed, rank, world_size, quick) -> tensor(s)
                                for NPROC > 1: what this rank's output must be,
                                computed on the CPU in one process from every

@@ -39,6 +39,7 @@ from typing import Callable
 import torch
 
 from common.cuda_ext import ExtensionUnavailable
+from common.decode_check import compare_logits_margin
 from common.discover import load_pair
 from common.inputs import SEEDS, OwnInputs, References
 from common.numerics import FlagChanged, changed_flags, numerics, wanted_flags
@@ -114,6 +115,7 @@ class Context:
         self.ref_b: list[torch.Tensor] | None = None      # ...after its per-call inputs took seed B's values
         self.base_precision = self.refs.a.precision or "fp32"
         self.stages: dict | None = None
+        self.compare = COMPARATORS[getattr(pair.baseline.module, "COMPARE", "outputs")]
 
 
 def variant_precision(ctx: Context, v: Variant) -> str:
@@ -143,8 +145,11 @@ def call(fn, own: OwnInputs, which: str, what: str, flags: dict) -> list[torch.T
     return out
 
 
-def check_outputs(ref, out, precision: str, allowed, what: str):
-    verdict = verify_outputs(ref, out, precision, allowed)
+COMPARATORS = {"outputs": verify_outputs, "logits_margin": compare_logits_margin}
+
+
+def check_outputs(ctx: Context, ref, out, precision: str, allowed, what: str):
+    verdict = ctx.compare(ref, out, precision, allowed)
     if not verdict.ok:
         raise Failed(f"{what}: {verdict.message}")
     return verdict
@@ -176,9 +181,9 @@ def verify_calls(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
         ctx.ref_a = first
         ctx.base_precision = ctx.refs.a.precision or DTYPE_PRECISION.get(first[0].dtype, "fp32")
         precision = ctx.base_precision
-    verdicts = [checked(lambda: check_outputs(ctx.ref_a, first, precision, allowed, "first call"))]
-    verdicts.append(checked(lambda: check_outputs(ctx.ref_a, call(fn, own, "a", "a later call", flags), precision,
-                                                  allowed, "a later call")))
+    verdicts = [checked(lambda: check_outputs(ctx, ctx.ref_a, first, precision, allowed, "first call"))]
+    verdicts.append(checked(lambda: check_outputs(ctx, ctx.ref_a, call(fn, own, "a", "a later call", flags),
+                                                  precision, allowed, "a later call")))
     fresh = checked(lambda: call(fn, own, "b", "new per-call inputs", flags))
     if is_base:
         def responds():
@@ -189,9 +194,9 @@ def verify_calls(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
         ctx.ref_b = fresh
     else:
         def follows():
-            verdict = verify_outputs(ctx.ref_b, fresh, precision, allowed)
+            verdict = ctx.compare(ctx.ref_b, fresh, precision, allowed)
             if not verdict.ok:
-                stale = verify_outputs(ctx.ref_a, fresh, precision, allowed).ok
+                stale = ctx.compare(ctx.ref_a, fresh, precision, allowed).ok
                 raise Failed("returns a result computed before the call: after its per-call inputs were "
                              "overwritten in place with new values it returned the old answer" if stale else
                              f"with new per-call inputs: {verdict.message}")
@@ -301,7 +306,8 @@ def after_timing(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
     if modified:
         raise Failed(f"while timed: modified input {modified[0]!r}")
     last = call(fn, own, "a", "after timing", flags)
-    check_outputs(ctx.ref_a, last, precision, (PRECISION_DTYPE[v.precision],) if v.precision else (), "after timing")
+    check_outputs(ctx, ctx.ref_a, last, precision, (PRECISION_DTYPE[v.precision],) if v.precision else (),
+                  "after timing")
 
 
 def reused_results(entry: dict) -> str | None:

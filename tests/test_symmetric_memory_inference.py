@@ -4,7 +4,7 @@ The processes are forked from this one after torch is imported (no CUDA here), s
 in a few seconds instead of paying eight torch imports on a 2-core machine. Each rank runs the same
 `main()` a torchrun launch runs; rank 0 compares the served tokens, the target's teacher-forced
 logits and the KV cache read back from every rank's pages with a single-process run of the same
-model (verify_decode.py's logits-and-margin rule) and writes its report.
+model (common/decode_check.py's logits-and-margin rule) and writes its report.
 """
 import json
 import multiprocessing as mp

@@ -156,3 +156,20 @@ def test_work_left_on_a_side_stream_is_caught(run_bench, tmp_path):
     for name in ("optimized_sidestream_escaped", "optimized_sidestream_partial"):
         assert v[name]["verified"] is False and "never waits" in (v[name]["error"] or ""), v[name]
     assert proc.returncode == 1
+
+
+def test_the_logits_margin_rule_forgives_a_fork_at_a_near_tie_only():
+    from common.decode_check import compare_logits_margin
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(1, 6, 50, generator=g)
+    ref[0, 2, 7], ref[0, 2, 9] = 10.0, 10.0 - 1e-4      # position 2: a near-tie between tokens 7 and 9
+    out = ref.clone()
+    out[0, 2, 9] += 2e-4                                  # a rounding-sized change picks token 9 instead
+    out[0, 3:] = torch.randn(3, 50, generator=g)          # ...and the sequences differ from there on
+    verdict = compare_logits_margin([ref], [out], "bf16")
+    assert verdict.ok and "near-tie" in verdict.message, verdict.message
+    decided = ref.clone()
+    decided[0, 2, 9] = 5.0                                # the same fork where the baseline was sure
+    forked = decided.clone()
+    forked[0, 2, 9] = 10.5
+    assert not compare_logits_margin([decided], [forked], "bf16").ok

@@ -7,16 +7,21 @@ generated tokens, or the logits along two different sequences, would then fail a
 So the check has two parts:
 
 1. Logits, teacher-forced: the candidate's logits at every position, computed on the *reference's*
-   tokens, match the reference's logits within the precision's tolerance (the harness's norm-wise
-   rule, common.verify: fp32 1e-5, bf16 2e-2, any element 10x that relative to the row's largest).
+   tokens, match the reference's logits within the precision's tolerance (common.verify's two
+   bounds, norm-wise and element-wise relative to the row's largest logit).
 2. Tokens: wherever the reference's top-two margin exceeds twice the largest error an element may
    have (so no allowed error can swap the two), the candidate's free-running greedy token is the
    reference's. The first position where the candidate departs from the reference sequence must be
    a near-tie; after it, the sequences are different and are not compared further.
 
 It reports the token agreement (the share of positions where the free-running candidate's token is
-the reference's), the number of near-ties, and where a failure happened. The harness owner may move
-this into common/; chapter 16's tests and scripts call it from here.
+the reference's), the number of near-ties, and where a failure happened.
+
+`check_decode` needs the candidate's teacher-forced logits (chapter 16's scripts and tests compute
+them). The harness itself sees only what a timed call returns, the logits along the candidate's own
+free-running sequence; a pair whose baseline sets `COMPARE = "logits_margin"` is verified with
+`compare_logits_margin`, the same rule applied to that: logits compared up to and including the
+first position where the greedy tokens differ, and that position must be a near-tie.
 """
 from __future__ import annotations
 
@@ -24,8 +29,7 @@ import dataclasses
 
 import torch
 
-TOLERANCE = {"fp64": 1e-10, "fp32": 1e-5, "tf32": 5e-3, "fp16": 5e-3, "bf16": 2e-2}  # as common.verify
-ELEMENT_FACTOR = 10.0
+from common.verify import TOLERANCE, Verdict
 
 
 @dataclasses.dataclass
@@ -52,7 +56,7 @@ def check_decode(ref_tokens, ref_logits, tf_logits, out_tokens=None, precision: 
     out_tokens (..., n): the candidate's own free-running greedy tokens (optional).
     Leading dimensions (a batch) are flattened; each sequence is checked on its own.
     """
-    tol = TOLERANCE[precision]
+    tol, elem_tol = TOLERANCE[precision]
     ref, cand = _rows(ref_logits), _rows(tf_logits)
     if ref.shape != cand.shape:
         return DecodeVerdict(False, f"teacher-forced logits shape {tuple(tf_logits.shape)} != {tuple(ref_logits.shape)}")
@@ -62,15 +66,16 @@ def check_decode(ref_tokens, ref_logits, tf_logits, out_tokens=None, precision: 
     rel = (cand - ref).norm(dim=-1) / ref.norm(dim=-1).clamp_min(1e-30)
     mx = (cand - ref).abs().amax(-1) / scale
     worst_rel, worst_max = float(rel.max()), float(mx.max())
-    bad = (rel > tol) | (mx > ELEMENT_FACTOR * tol)
+    bad = (rel > tol) | (mx > elem_tol)
     if bool(bad.any()):
         i = int(bad.nonzero()[0])
         return DecodeVerdict(False, f"teacher-forced logits at position {i}: relative error {float(rel[i]):.2e} "
-                                    f"(max element {float(mx[i]):.2e}) over {precision} tolerance {tol:.0e}",
+                                    f"(max element {float(mx[i]):.2e}) over the {precision} tolerance "
+                                    f"({tol:.2g}, element {elem_tol:.2g})",
                              worst_rel, worst_max)
     top2 = ref.topk(2, dim=-1).values
     margin = (top2[:, 0] - top2[:, 1]) / scale                        # relative to the row's max, like mx
-    decided = margin > 2 * ELEMENT_FACTOR * tol                       # no allowed error can swap top-1 and top-2
+    decided = margin > 2 * elem_tol                                   # no allowed error can swap top-1 and top-2
     near_ties = int((~decided).sum())
     if out_tokens is None:
         return DecodeVerdict(True, f"teacher-forced logits within {precision} tolerance (rel {worst_rel:.2e}); "
@@ -95,3 +100,54 @@ def check_decode(ref_tokens, ref_logits, tf_logits, out_tokens=None, precision: 
                                f"{agreement:.1%}; {near_ties} near-ties"
                                + (f"; first divergence at a near-tie, position {first}" if first is not None else ""),
                          worst_rel, worst_max, agreement, near_ties, first)
+
+
+def compare_logits_margin(ref: list[torch.Tensor], out: list[torch.Tensor], precision: str = "fp32",
+                          allowed_dtypes: tuple = ()) -> Verdict:
+    """common.verify.verify_outputs's signature, for outputs whose first tensor is free-running logits (..., n, V).
+
+    Each sequence's logits must match up to and including the first position where the two greedy
+    tokens differ (both were computed on the same prefix there), and that position must be a
+    near-tie of the reference; later positions lie on different sequences and are not compared.
+    Any further outputs are compared as usual.
+    """
+    from common.verify import verify_outputs
+    if len(ref) != len(out) or not ref:
+        return Verdict(False, f"returned {len(out)} tensors, baseline returned {len(ref)}")
+    r, o = ref[0], out[0]
+    if tuple(r.shape) != tuple(o.shape):
+        return Verdict(False, f"logits shape {tuple(o.shape)} != baseline {tuple(r.shape)}")
+    if o.dtype != r.dtype and o.dtype not in allowed_dtypes:
+        return Verdict(False, f"dtype {o.dtype} != baseline {r.dtype}")
+    n, vocab = r.shape[-2], r.shape[-1]
+    rl, ol = _rows(r).view(-1, n, vocab), _rows(o).view(-1, n, vocab)
+    if not torch.isfinite(ol).all():
+        return Verdict(False, "NaN/Inf in the logits")
+    tol, elem_tol = TOLERANCE[precision]
+    worst_rel = worst_max = 0.0
+    agree = ties = 0
+    for s in range(rl.shape[0]):
+        rt, ot = rl[s].argmax(-1), ol[s].argmax(-1)
+        diff = (rt != ot).nonzero()
+        j = int(diff[0]) if len(diff) else n
+        upto = min(j + 1, n)
+        verdict = check_decode(rt[:upto], rl[s, :upto], ol[s, :upto], None, precision)
+        if not verdict.ok:
+            return Verdict(False, f"sequence {s}: {verdict.message}", verdict.logits_rel_err, verdict.logits_max_err, tol)
+        worst_rel, worst_max = max(worst_rel, verdict.logits_rel_err), max(worst_max, verdict.logits_max_err)
+        agree += j
+        if j < n:
+            top2 = rl[s, j].topk(2).values
+            margin = float(top2[0] - top2[1]) / max(float(rl[s, j].abs().max()), 1e-30)
+            if margin > 2 * elem_tol:
+                return Verdict(False, f"sequence {s}: token {int(ot[j])} at position {j} where the baseline chose "
+                                      f"{int(rt[j])} by a margin of {margin:.2e} (over 2x the {precision} element "
+                                      f"tolerance)", worst_rel, worst_max, tol)
+            ties += 1
+    rest = verify_outputs(ref[1:], out[1:], precision, allowed_dtypes) if len(ref) > 1 else None
+    if rest is not None and not rest.ok:
+        return rest
+    agreement = agree / (rl.shape[0] * n)
+    return Verdict(True, f"logits within the {precision} tolerance up to each sequence's first divergence "
+                         f"(rel {worst_rel:.2e}); token agreement {agreement:.1%}; {ties} divergence(s), each at a "
+                         f"near-tie", worst_rel, worst_max, tol)
