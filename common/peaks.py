@@ -5,6 +5,8 @@ h2d_gbps         a 256 MiB pinned host-to-device copy (the link a "transfer" pai
 duplex_gbps      256 MiB each way at once, host-to-device and device-to-host on two streams
                  (bytes in both directions; what a pair that streams data in and out is held to)
 p2p_gbps         with two or more GPUs: a 256 MiB copy from GPU 0 to GPU 1 (a "link" pair's ceiling)
+nccl             with two or more GPUs: NCCL's 256 MiB bf16 all-reduce bus bandwidth and its 8 KiB
+                 latency, one process per GPU (common.peaks_collective)
 matmul_tflops    8192^3 matrix products in fp32, tf32, bf16 and fp16 on random data
 launch_us        per-call time of a tiny kernel launched back to back
 
@@ -86,6 +88,31 @@ def _p2p_gbps(budget_s: float) -> float:
     return src.numel() * 4 / (ms * 1e-3) / 1e9
 
 
+def collective_peaks(nproc: int, device_type: str, log=print, extra: tuple = ()) -> dict | None:
+    """Run common.peaks_collective under torchrun, one process per GPU; None (said) if it fails."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from common.launch import MULTICAST_OFF
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "nccl.json"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "-m", "common.peaks_collective", "--out", str(out), "--device", device_type, *extra]
+        env = dict(MULTICAST_OFF, **os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+        proc = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0 or not out.exists():
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            log(f"  all-reduce ceilings not measured: {last[-200:]}")
+            return None
+        result = json.loads(out.read_text())
+    log(f"  all-reduce      {result['allreduce_busbw_gbps']:8.1f} GB/s bus bandwidth "
+        f"({result['allreduce_bytes'] / 2**20:.0f} MiB), {result['allreduce_small_us']:.1f} us at "
+        f"{result['allreduce_small_bytes'] / 2**10:.0f} KiB ({result['backend']}, {nproc} processes)")
+    return result
+
+
 def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dict:
     device = torch.device(device)
     on_gpu = device.type == "cuda"
@@ -111,6 +138,7 @@ def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dic
         if torch.cuda.device_count() > 1:
             peaks["p2p_gbps"] = _p2p_gbps(budget_s)
             log(f"  GPU0 -> GPU1    {peaks['p2p_gbps']:8.1f} GB/s")
+            peaks["nccl"] = collective_peaks(torch.cuda.device_count(), "cuda", log=log)
 
     n = 8192 if on_gpu else 1024
     rates = {}

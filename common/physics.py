@@ -31,6 +31,7 @@ SLACK = 1.10  # a result may beat a floor by up to 10% (the ceilings' own noise,
 
 
 CACHE_FACTOR = 4      # a working set this many times the largest cache cannot hide in it
+SMALL_MESSAGE = 1 << 20  # a collective below 1 MiB per rank is held to NCCL's small-message latency, not bandwidth
 
 
 @functools.lru_cache(maxsize=None)
@@ -127,6 +128,12 @@ def achieved(w: Workload, median_ms: float, bound: str, precision: str, peaks: d
         if floors:
             out["ceiling"] = "roofline_floor_ms"
             out["pct_of_ceiling"] = 100 * max(floors) / median_ms
+        return out
+    if bound == "link" and w.message_bytes and w.message_bytes < SMALL_MESSAGE and (peaks.get("nccl") or {}).get(
+            "allreduce_small_us"):
+        # A small message is latency-bound: its share is NCCL's small all-reduce latency over its own time.
+        out["ceiling"] = "nccl.allreduce_small_us"
+        out["pct_of_ceiling"] = 100 * peaks["nccl"]["allreduce_small_us"] / (median_ms * 1e3)
         return out
     if ceiling is None or (bound == "memory" and w.bytes_moved < CACHE_FACTOR * cache):
         return out
