@@ -23,6 +23,7 @@ import collections
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -35,7 +36,7 @@ from typing import Callable
 
 from common.pair import REPO_ROOT
 
-TAIL_LINES = 12
+TAIL_LINES = 40
 STARTUP_S = 120.0   # interpreter, torch import, pair files: before the worker's first result file
 POLL_S = 0.2
 
@@ -152,6 +153,24 @@ def _blank(name: str, files: dict[str, str], **fields) -> dict:
             "pct_of_ceiling": None, "error": None, **fields}
 
 
+def crash_line(tail) -> str:
+    """The line that says why a worker died: for torchrun, the rank that failed first and its exit code
+    (and that rank's last exception, if it printed one); otherwise the last line printed."""
+    lines = [line.strip() for line in tail if line.strip()]
+    rank = exitcode = None
+    root = next((i for i, line in enumerate(lines) if line.startswith("Root Cause")), None)
+    for line in lines[root:] if root is not None else []:  # torchrun's "Root Cause (first observed failure)" block
+        m = re.match(r"rank\s*:\s*(\d+)", line)
+        rank = m.group(1) if m and rank is None else rank
+        m = re.match(r"exitcode\s*:\s*(-?\d+)", line)
+        exitcode = m.group(1) if m and exitcode is None else exitcode
+    if rank is None:
+        return lines[-1] if lines else ""
+    said = [line for line in lines if line.startswith(f"[rank{rank}]:") and ("Error" in line or "error" in line)]
+    return f"rank {rank} failed first (exit code {exitcode})" + (f": {said[-1].split(':', 1)[1].strip()}" if said else
+                                                                  ", without an error message")
+
+
 def settle(run: WorkerRun, *, chapter: int, name: str, bound: str, files: dict[str, Path]) -> dict:
     """The pair's result from how its worker ended: the worker's own when it finished, else what it finished
     plus a failed entry for the variant it was in and a not-run entry for each one it never reached.
@@ -176,7 +195,7 @@ def settle(run: WorkerRun, *, chapter: int, name: str, bound: str, files: dict[s
                  f"(interpreter, torch import, loading the pair files)")
         ended = "did not start"
     else:
-        last = next((line for line in reversed(run.tail) if line.strip()), "")
+        last = crash_line(run.tail)
         kind = "out of memory" if "out of memory" in last.lower() else f"exit code {run.rc}"
         error = f"crashed ({kind}){at}: {last.strip()[-300:]}"
         ended = "crashed"
