@@ -1,0 +1,180 @@
+"""From profiler metrics to a verdict and a next step: the checklists readers know, written down as code.
+
+A pure function (`verdict(metrics)`) so that the walkthrough, the ncu CSV of any kernel and a harness
+report all get the same reading, and so that the thresholds are tested rather than remembered.
+
+The thresholds, and why these:
+
+- Triton's grading of a kernel against the hardware's ceiling (the performance guide of the
+  Triton tutorials): achieved memory bandwidth above 60% of peak is good, below 30% needs work;
+  achieved compute above 80% of peak is good, below 50% needs work. Between the two is "fair".
+  Bandwidth gets the lower bar because a streaming kernel rarely passes ~90% of the copy
+  bandwidth (DRAM refresh, page switches), while a large GEMM reaches 80-90% of the matmul peak.
+  "Peak" here is the measured ceiling (`benchmark.py --peaks`), not the datasheet's.
+- Nsight Compute's speed of light: when both the SM and the memory throughput are under 50% of
+  peak, no unit is busy: the kernel is latency-bound (too few warps, a dependency chain, a tail
+  of half-empty waves) and the fix is more parallel work per SM, not fewer bytes or FLOPs. When
+  one of them is above 60% that unit is the bound: optimize compute (fewer instructions, tensor
+  cores) or memory access (fewer bytes, coalesced loads, reuse in shared memory or L2).
+- Global-load sectors per request: a warp whose 32 threads read 32 consecutive 4-byte words
+  touches 4 sectors of 32 bytes; 16-byte vector loads touch 16. Above twice the ideal for the
+  access width, the loads are scattered (uncoalesced).
+- Achieved occupancy under 25% with more than 128 registers per thread: registers limit the
+  resident warps (65536 registers per SM / 128 / 32 = 16 warps of 64 = 25%).
+- L2 hit rate under 50% in a memory-bound kernel: tiles are re-read from DRAM; reorder the
+  traversal (grouped tile order) or enlarge the tiles.
+- The PyTorch profiler's checklist (PyTorch's performance tuning guide and the profiler recipe):
+  a GPU idle for more than 20% of the step is waiting on the host; host time spent in
+  allocation above 10% of the CPU time means preallocate (or let the caching allocator keep
+  the memory); more than 100 kernels per step averaging under 10 us each means batch or fuse
+  them (or replay them as a CUDA graph); a compute-bound step that reaches under 50% of the
+  matmul peak has matrices too small for the tensor cores: raise the batch size.
+
+Run as a script on a harness report: `python ch13/verdict.py profiles/runs/<run>/results.json`
+prints the verdict and a next step for every variant below half its ceiling.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+
+# Triton's grading (percent of the measured peak)
+BANDWIDTH_GOOD, BANDWIDTH_POOR = 60.0, 30.0
+COMPUTE_GOOD, COMPUTE_POOR = 80.0, 50.0
+# Nsight Compute speed of light (percent of peak)
+SOL_LOW, SOL_BOUND = 50.0, 60.0
+# the rest (see the module docstring)
+SECTORS_SLACK = 2.0
+OCCUPANCY_LOW_PCT, REGISTERS_HIGH = 25.0, 128
+L2_HIT_LOW_PCT = 50.0
+GPU_IDLE_HIGH_PCT = 20.0
+ALLOC_SHARE_HIGH_PCT = 10.0
+MANY_KERNELS, SMALL_KERNEL_US = 100, 10.0
+HALF_CEILING_PCT = 50.0
+
+
+@dataclasses.dataclass
+class Finding:
+    rule: str        # short name of the rule that fired
+    evidence: str    # the metric and its threshold, as a reader would quote it
+    next_step: str   # what to try
+
+    def line(self) -> str:
+        return f"- **{self.rule}**: {self.evidence}. Next: {self.next_step}"
+
+
+def grade(pct: float, kind: str) -> str:
+    """Triton's grading: "good", "fair" or "needs work" for a bandwidth or compute share of peak."""
+    good, poor = (BANDWIDTH_GOOD, BANDWIDTH_POOR) if kind == "bandwidth" else (COMPUTE_GOOD, COMPUTE_POOR)
+    if kind not in ("bandwidth", "compute"):
+        raise ValueError(f"kind must be 'bandwidth' or 'compute', not {kind!r}")
+    return "good" if pct > good else "needs work" if pct < poor else "fair"
+
+
+def _num(m: dict, key: str):
+    v = m.get(key)
+    return None if v is None else float(v)
+
+
+def verdict(m: dict) -> list[Finding]:
+    """The findings for one kernel or one step; empty when nothing is wrong by these rules.
+
+    Every key is optional; a rule fires only when its metrics are present.
+    Kernel keys (Nsight Compute): sm_throughput_pct, memory_throughput_pct, achieved_occupancy_pct,
+      registers_per_thread, sectors_per_request, access_bytes (per thread and load, default 4),
+      l2_hit_rate_pct.
+    Step keys (torch.profiler): gpu_idle_pct, alloc_cpu_pct, kernels_per_step, mean_kernel_us.
+    Ceiling keys (harness): bound ("memory"/"compute"/...), pct_of_ceiling.
+    """
+    out: list[Finding] = []
+    sm, mem = _num(m, "sm_throughput_pct"), _num(m, "memory_throughput_pct")
+    if sm is not None and mem is not None:
+        if sm < SOL_LOW and mem < SOL_LOW:
+            out.append(Finding("latency-bound", f"SM throughput {sm:.0f}% and memory throughput {mem:.0f}% of peak, "
+                               f"both under {SOL_LOW:.0f}%", "more independent work per SM: more warps or blocks "
+                               "(occupancy), more bytes in flight per thread, fewer dependent steps; check the "
+                               "wave count against the SM count"))
+        elif mem >= SOL_BOUND and mem >= sm:
+            out.append(Finding("memory-bound", f"memory throughput {mem:.0f}% of peak (SM {sm:.0f}%)",
+                               "optimize memory access: move fewer bytes (fuse, lower precision), coalesce, "
+                               "reuse data from shared memory or L2"))
+        elif sm >= SOL_BOUND:
+            out.append(Finding("compute-bound", f"SM throughput {sm:.0f}% of peak (memory {mem:.0f}%)",
+                               "optimize compute: fewer instructions per result, tensor cores, lower precision"))
+    spr = _num(m, "sectors_per_request")
+    if spr is not None:
+        ideal = 32 * float(m.get("access_bytes", 4)) / 32  # 32 threads x bytes per access / 32-byte sectors
+        if spr > SECTORS_SLACK * ideal:
+            out.append(Finding("uncoalesced loads", f"{spr:.1f} sectors per global-load request, ideal {ideal:.0f} "
+                               f"for {m.get('access_bytes', 4)}-byte accesses", "make consecutive threads read "
+                               "consecutive addresses (transpose through shared memory, change the layout)"))
+    occ, regs = _num(m, "achieved_occupancy_pct"), _num(m, "registers_per_thread")
+    if occ is not None and regs is not None and occ < OCCUPANCY_LOW_PCT and regs > REGISTERS_HIGH:
+        out.append(Finding("register-limited occupancy", f"achieved occupancy {occ:.0f}% with {regs:.0f} "
+                           "registers per thread", "cap registers (__launch_bounds__, maxrregcount, smaller tiles "
+                           "or fewer stages in Triton), watching for spills"))
+    l2 = _num(m, "l2_hit_rate_pct")
+    if l2 is not None and l2 < L2_HIT_LOW_PCT and mem is not None and mem >= SOL_BOUND:
+        out.append(Finding("poor L2 reuse", f"L2 hit rate {l2:.0f}% in a memory-bound kernel",
+                           "reorder the tile traversal (grouped ordering) or enlarge tiles so neighbours share data"))
+    idle = _num(m, "gpu_idle_pct")
+    if idle is not None and idle > GPU_IDLE_HIGH_PCT:
+        out.append(Finding("GPU waiting on the host", f"the GPU is idle {idle:.0f}% of the step "
+                           f"(over {GPU_IDLE_HIGH_PCT:.0f}%)", "remove host syncs (.item(), .cpu(), prints), "
+                           "overlap copies (pinned memory, non_blocking), replay the step as a CUDA graph"))
+    alloc = _num(m, "alloc_cpu_pct")
+    if alloc is not None and alloc > ALLOC_SHARE_HIGH_PCT:
+        out.append(Finding("allocation on the host", f"{alloc:.0f}% of the CPU time is in allocation "
+                           f"(over {ALLOC_SHARE_HIGH_PCT:.0f}%)", "preallocate buffers and reuse them (out=, "
+                           "a static cache), avoid torch.cuda.empty_cache()"))
+    nk, mean_us = _num(m, "kernels_per_step"), _num(m, "mean_kernel_us")
+    if nk is not None and mean_us is not None and nk > MANY_KERNELS and mean_us < SMALL_KERNEL_US:
+        out.append(Finding("many small kernels", f"{nk:.0f} kernels per step averaging {mean_us:.1f} us",
+                           "batch or fuse them (torch.compile, foreach ops, a fused kernel) or replay the step "
+                           "as a CUDA graph"))
+    pct, bound = _num(m, "pct_of_ceiling"), m.get("bound")
+    if pct is not None and bound in ("memory", "compute"):
+        kind = "bandwidth" if bound == "memory" else "compute"
+        g = grade(pct, kind)
+        if g != "good":
+            step = ("raise the batch size (or fuse the small GEMMs) so the matrices fill the tensor cores"
+                    if kind == "compute" else "move fewer bytes per result: fuse passes, lower the precision, "
+                    "read each byte once")
+            out.append(Finding(f"{kind} {g}", f"{pct:.0f}% of the measured {kind} ceiling (Triton's grading: "
+                               f"good above {BANDWIDTH_GOOD if kind == 'bandwidth' else COMPUTE_GOOD:.0f}%, needs "
+                               f"work below {BANDWIDTH_POOR if kind == 'bandwidth' else COMPUTE_POOR:.0f}%)", step))
+    return out
+
+
+def results_verdicts(results: dict) -> str:
+    """Markdown: the verdict and a next step for every verified variant below half its ceiling."""
+    lines = ["## Verdicts (ch13/verdict.py)", "",
+             f"Variants below {HALF_CEILING_PCT:.0f}% of their ceiling, read against the thresholds in "
+             "ch13/verdict.py.", ""]
+    found = 0
+    for pair in results.get("pairs", []):
+        for v in pair.get("variants", []):
+            pct = v.get("pct_of_ceiling")
+            if pct is None or not v.get("verified") or pct >= HALF_CEILING_PCT:
+                continue
+            kernels = v.get("kernels_per_call")
+            median = v.get("median_ms")
+            m = {"pct_of_ceiling": pct, "bound": pair.get("bound")}
+            if kernels and median:
+                m.update(kernels_per_step=kernels, mean_kernel_us=1000.0 * median / kernels)
+            findings = verdict(m)
+            if findings:
+                found += 1
+                lines.append(f"### ch{pair.get('chapter')}/{pair['name']} {v['name']} ({pct:.0f}% of {v.get('ceiling') or 'its ceiling'})")
+                lines += [f.line() for f in findings] + [""]
+    if not found:
+        lines.append("None.")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python ch13/verdict.py RESULTS.json")
+    with open(sys.argv[1]) as f:
+        print(results_verdicts(json.load(f)))

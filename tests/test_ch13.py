@@ -1,0 +1,90 @@
+"""Chapter 13 on the CPU: the verdict's thresholds, the walkthrough's CPU run, the pairs' CPU paths."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ch13 import verdict as V
+from ch13.profile_walkthrough import main as walkthrough, memory_curve, parse_ncu_csv, snapshot_deltas, top_kernels, union_us
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def rules(m):
+    return [f.rule for f in V.verdict(m)]
+
+
+def test_triton_grading_thresholds():
+    assert V.grade(61, "bandwidth") == "good" and V.grade(45, "bandwidth") == "fair"
+    assert V.grade(29, "bandwidth") == "needs work"
+    assert V.grade(81, "compute") == "good" and V.grade(60, "compute") == "fair" and V.grade(49, "compute") == "needs work"
+    with pytest.raises(ValueError):
+        V.grade(50, "latency")
+
+
+def test_speed_of_light_reading():
+    assert rules({"sm_throughput_pct": 30, "memory_throughput_pct": 40}) == ["latency-bound"]
+    assert rules({"sm_throughput_pct": 20, "memory_throughput_pct": 85}) == ["memory-bound"]
+    assert rules({"sm_throughput_pct": 90, "memory_throughput_pct": 30}) == ["compute-bound"]
+    assert rules({"sm_throughput_pct": 55, "memory_throughput_pct": 55}) == []  # neither low nor the bound
+
+
+def test_kernel_level_rules():
+    assert rules({"sectors_per_request": 16}) == ["uncoalesced loads"]        # 4-byte loads: ideal 4
+    assert rules({"sectors_per_request": 16, "access_bytes": 16}) == []       # 16-byte vector loads: ideal 16
+    assert rules({"achieved_occupancy_pct": 12, "registers_per_thread": 255}) == ["register-limited occupancy"]
+    assert rules({"achieved_occupancy_pct": 12, "registers_per_thread": 64}) == []
+    assert "poor L2 reuse" in rules({"l2_hit_rate_pct": 20, "memory_throughput_pct": 80, "sm_throughput_pct": 10})
+    assert rules({"l2_hit_rate_pct": 20}) == []  # a low hit rate matters only where memory is the bound
+
+
+def test_step_level_rules_and_next_steps():
+    fs = V.verdict({"gpu_idle_pct": 45, "alloc_cpu_pct": 25, "kernels_per_step": 600, "mean_kernel_us": 4})
+    assert [f.rule for f in fs] == ["GPU waiting on the host", "allocation on the host", "many small kernels"]
+    assert "CUDA graph" in fs[0].next_step and "preallocate" in fs[1].next_step and "fuse" in fs[2].next_step
+    assert V.verdict({"gpu_idle_pct": 5, "alloc_cpu_pct": 2, "kernels_per_step": 600, "mean_kernel_us": 40}) == []
+    low = V.verdict({"bound": "compute", "pct_of_ceiling": 30})
+    assert low[0].rule == "compute needs work" and "batch size" in low[0].next_step
+    assert V.verdict({"bound": "memory", "pct_of_ceiling": 70}) == []
+
+
+def test_results_verdicts_lists_variants_below_half_their_ceiling():
+    doc = {"pairs": [{"chapter": 13, "name": "x", "bound": "memory", "variants": [
+        {"name": "baseline", "verified": True, "pct_of_ceiling": 20, "median_ms": 1.0, "kernels_per_call": 400},
+        {"name": "fast", "verified": True, "pct_of_ceiling": 75},
+        {"name": "broken", "verified": False, "pct_of_ceiling": 5}]}]}
+    text = V.results_verdicts(doc)
+    assert "ch13/x baseline" in text and "bandwidth needs work" in text and "many small kernels" in text
+    assert "fast" not in text and "broken" not in text
+
+
+def test_profile_helpers():
+    assert union_us([(0, 2), (1, 3), (5, 6)]) == 4
+    assert memory_curve([(1000, 2**20), (2000, 2**21), (3000, -2**20)]) == ([0.0, 1.0, 2.0], [1.0, 3.0, 2.0])
+    snap = {"device_traces": [[{"action": "alloc", "size": 10}, {"action": "free_requested", "size": 10},
+                               {"action": "free_completed", "size": 10}]]}
+    assert snapshot_deltas(snap) == [(0.0, 10), (2.0, -10)]
+    csv_text = ('"ID","Kernel Name","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed",'
+                '"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",'
+                '"l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum","l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"\n'
+                '"","","nsecond","%","%","sector",""\n'
+                '"0","gemm","9000","92","40","400","100"\n"1","gemm","1000","72","40","400","100"\n'
+                '"2","transpose","500","10","20","3200","100"\n')
+    launches = parse_ncu_csv(csv_text)
+    assert len(launches) == 3 and launches[2]["sectors_per_request"] == 32
+    tops = top_kernels(launches)
+    assert [t["kernel"] for t in tops] == ["gemm", "transpose"] and tops[0]["sm_throughput_pct"] == pytest.approx(90)
+    assert rules(tops[0]) == ["compute-bound"] and "uncoalesced loads" in rules(tops[1])
+
+
+def test_walkthrough_runs_on_the_cpu(tmp_path, capsys):
+    assert walkthrough(["--device", "cpu", "--size", "tiny", "--steps", "2", "--output", str(tmp_path)]) == 0
+    for f in ("trace.json", "top_ops.txt", "step_metrics.json", "memory_timeline.png", "walkthrough.md"):
+        assert (tmp_path / f).stat().st_size > 0, f
+    report = json.loads((tmp_path / "walkthrough.json").read_text())
+    assert report["step_metrics"]["steps"] == 2 and "gpu_idle_pct" not in report["step_metrics"]
+    text = (tmp_path / "walkthrough.md").read_text()
+    assert "aten::mm" in text and "## 4. Nsight Systems" in text
+    assert "skipping" in capsys.readouterr().err
