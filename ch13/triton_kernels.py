@@ -1,0 +1,158 @@
+"""The chapter's Triton kernels: a fused row softmax, a GEMM with an optional bias + GELU epilogue
+(autotuned over a stated set of tile configurations), and its persistent form.
+
+Imported by the Triton variants; importing it without Triton works (TRITON is False) so that the
+harness can load a variant and skip it with the reason.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+    TRITON = True
+except ImportError:  # the variants that need Triton declare REQUIRES = ("triton",)
+    TRITON = False
+
+# The autotuner's search space, stated: (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps). Large tiles
+# reuse each loaded byte more (a 128 x 256 tile does 2*128*256 FLOPs per 2*(128+256) elements of K loaded)
+# but hold more accumulator registers and shared memory per stage; small tiles make more programs, which
+# fills 132 SMs at small M, N. Stages pipeline the K loop's loads (cp.async / TMA) behind the MMAs.
+GEMM_CONFIGS = [
+    (128, 256, 64, 3, 8),
+    (256, 128, 64, 3, 8),
+    (128, 128, 64, 4, 4),
+    (128, 128, 64, 4, 8),
+    (128, 64, 64, 4, 4),
+    (64, 128, 64, 4, 4),
+    (64, 64, 64, 5, 4),
+    (128, 128, 128, 3, 8),
+]
+GROUP_M = 8  # grouped tile order: 8 row-tiles share their column tiles in L2 (the tutorial's "super-grouping")
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+if TRITON:
+    @triton.jit
+    def softmax_kernel(x_ptr, y_ptr, x_stride, y_stride, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        inside = cols < n_cols
+        x = tl.load(x_ptr + row * x_stride + cols, mask=inside, other=0.0).to(tl.float32)
+        x = tl.where(inside, x, float("-inf"))  # columns past the end: out of the max, exp(-inf) = 0 in the sum
+        z = x - tl.max(x, axis=0)
+        e = tl.exp(z)
+        y = e / tl.sum(e, axis=0)
+        tl.store(y_ptr + row * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=inside)
+
+    @triton.jit
+    def _epilogue(acc, b_ptr, offs_n, N, HAS_BIAS: tl.constexpr, GELU: tl.constexpr):
+        if HAS_BIAS:
+            acc += tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
+        if GELU:  # tanh GELU: 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
+            u = 0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)
+            acc = acc * tl.sigmoid(2.0 * u)
+        return acc
+
+    @triton.jit
+    def _tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP: tl.constexpr):
+        num_m, num_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
+        width = GROUP * num_n
+        first_m = (pid // width) * GROUP
+        group_rows = min(num_m - first_m, GROUP)
+        return first_m + ((pid % width) % group_rows), (pid % width) // group_rows
+
+    @triton.jit
+    def _gemm_kernel(a_ptr, w_ptr, b_ptr, c_ptr, M, N, K, sam, sak, swk, swn, scm, scn,
+                     HAS_BIAS: tl.constexpr, GELU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
+        pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        offs_k = tl.arange(0, BLOCK_K)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            kk = k * BLOCK_K + offs_k
+            a = tl.load(a_ptr + offs_m[:, None] * sam + kk[None, :] * sak,
+                        mask=(offs_m[:, None] < M) & (kk[None, :] < K), other=0.0)
+            w = tl.load(w_ptr + kk[:, None] * swk + offs_n[None, :] * swn,
+                        mask=(kk[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+            acc = tl.dot(a, w, acc)
+        acc = _epilogue(acc, b_ptr, offs_n, N, HAS_BIAS, GELU)
+        tl.store(c_ptr + offs_m[:, None] * scm + offs_n[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
+                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+    @triton.jit
+    def _persistent_gemm_kernel(a_ptr, w_ptr, b_ptr, c_ptr, M, N, K, sam, sak, swk, swn, scm, scn,
+                                HAS_BIAS: tl.constexpr, GELU: tl.constexpr, BLOCK_M: tl.constexpr,
+                                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
+                                NUM_PROGRAMS: tl.constexpr):
+        tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+        for tile in range(tl.program_id(0), tiles, NUM_PROGRAMS):  # one program per SM walks its tiles
+            pid_m, pid_n = _tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP)
+            offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            offs_k = tl.arange(0, BLOCK_K)
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k in range(0, tl.cdiv(K, BLOCK_K)):
+                kk = k * BLOCK_K + offs_k
+                a = tl.load(a_ptr + offs_m[:, None] * sam + kk[None, :] * sak,
+                            mask=(offs_m[:, None] < M) & (kk[None, :] < K), other=0.0)
+                w = tl.load(w_ptr + kk[:, None] * swk + offs_n[None, :] * swn,
+                            mask=(kk[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+                acc = tl.dot(a, w, acc)
+            acc = _epilogue(acc, b_ptr, offs_n, N, HAS_BIAS, GELU)
+            tl.store(c_ptr + offs_m[:, None] * scm + offs_n[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
+                     mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+    gemm_autotuned = triton.autotune(
+        configs=[triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP": GROUP_M},
+                               num_stages=s, num_warps=nw) for bm, bn, bk, s, nw in GEMM_CONFIGS],
+        key=["M", "N", "K"])(_gemm_kernel)
+
+
+def softmax(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    rows, cols = x.shape
+    block = triton.next_power_of_2(cols)
+    warps = 4 if block <= 1024 else 8 if block <= 8192 else 16
+    softmax_kernel[(rows,)](x, out, x.stride(0), out.stride(0), cols, BLOCK=block, num_warps=warps)
+    return out
+
+
+def _args(x, w, b, out):
+    M, K = x.shape
+    N = w.shape[1]
+    return (x, w, b if b is not None else out, out, M, N, K, x.stride(0), x.stride(1), w.stride(0), w.stride(1),
+            out.stride(0), out.stride(1)), M, N
+
+
+def gemm(x, w, b, out, gelu: bool, config=None):
+    """out = [gelu](x @ w [+ b]); autotuned over GEMM_CONFIGS unless config=(BM, BN, BK, stages, warps)."""
+    args, M, N = _args(x, w, b, out)
+    if config is None:
+        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
+        gemm_autotuned[grid](*args, HAS_BIAS=b is not None, GELU=gelu)
+    else:
+        bm, bn, bk, s, nw = config
+        _gemm_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
+            *args, HAS_BIAS=b is not None, GELU=gelu, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP=GROUP_M,
+            num_stages=s, num_warps=nw)
+    return out
+
+
+def best_config() -> dict:
+    """The configuration the autotuner chose for each (M, N, K) key it has seen."""
+    return {str(k): str(v) for k, v in getattr(gemm_autotuned, "cache", {}).items()}
+
+
+def persistent_gemm(x, w, b, out, gelu: bool, config, num_programs: int):
+    args, M, N = _args(x, w, b, out)
+    bm, bn, bk, s, nw = config
+    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    programs = min(num_programs, tiles)
+    _persistent_gemm_kernel[(programs,)](*args, HAS_BIAS=b is not None, GELU=gelu, BLOCK_M=bm, BLOCK_N=bn,
+                                         BLOCK_K=bk, GROUP=GROUP_M, NUM_PROGRAMS=programs,
+                                         num_stages=s, num_warps=nw)
+    return out
