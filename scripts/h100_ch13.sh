@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Chapter 13 on one GPU (written for an H100): the profiling walkthrough, then the pairs, each part under 10 minutes
+# (unmeasured: the first GPU session finds out).
+# Usage: scripts/h100_ch13.sh OUTDIR [walkthrough|pairs|compile|all]   (default all; OUTDIR defaults to $OUT)
+# Carried wheels (git-ignored .whl/, downloaded on a machine with a registry; the GPU machine has none):
+#   torchao-0.18.0-cp310-abi3-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl   (torchao 0.18 is built for torch 2.11)
+#   gemlite-0.6.0.post2-py3-none-any.whl   (built here from the sdist; no pair uses it yet)
+# They install with --no-deps into /tmp/site, on PYTHONPATH; a missing wheel skips the variants that need it.
+# nsys is not installed on the GPU machine: the walkthrough says so and goes on. ncu runs where it is on PATH.
+# What comes back: OUTDIR/ch13_<part>.tar.gz (reports, traces, memory pictures, ncu CSVs, logs) and
+# OUTDIR/ch13_<part>.log.
+set -uo pipefail
+out=${1:-${OUT:?usage: scripts/h100_ch13.sh OUTDIR [walkthrough|pairs|compile|all]}}
+part=${2:-all}
+py=${PYTHON:-python3}
+work=$(mktemp -d)
+mkdir -p "$out" "$work/logs"
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  $py -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+$py -c "import torch, importlib.util as u; print('torch', torch.__version__, 'torchao', bool(u.find_spec('torchao')), 'triton', bool(u.find_spec('triton')))" \
+  2>&1 | tee "$work/logs/versions.log"
+run_part() {
+  case $1 in
+    walkthrough)  # the block eager, the block compiled (fused kernels in the table), the decode step
+      $py ch13/profile_walkthrough.py --output "$work/walkthrough_block" 2>&1 | tee "$work/logs/walkthrough_block.log" | tail -40
+      $py ch13/profile_walkthrough.py --compile default --skip ncu --output "$work/walkthrough_block_compiled" \
+        2>&1 | tee "$work/logs/walkthrough_block_compiled.log" | tail -5
+      $py ch13/profile_walkthrough.py --step decode --output "$work/walkthrough_decode" 2>&1 | tee "$work/logs/walkthrough_decode.log" | tail -40 ;;
+    pairs)  # peaks first (cached per machine); a torch.profiler trace per variant
+      $py benchmark.py --peaks --pair fp8_linear --pair alignment --pair softmax --pair linear_gelu --pair persistent_gemm \
+        --pair checkpointing --profile torch --output "$work/ch13_pairs" 2>&1 | tee "$work/logs/benchmark_ch13_pairs.log" | grep -v '^      '
+      [ -f "$work/ch13_pairs/results.json" ] && $py ch13/verdict.py "$work/ch13_pairs/results.json" > "$work/ch13_pairs/verdicts.md"
+      if command -v ncu >/dev/null; then
+        $py benchmark.py --pair softmax --pair persistent_gemm --quick --profile ncu --output "$work/ch13_ncu" \
+          2>&1 | tee "$work/logs/benchmark_ch13_ncu.log" | tail -5
+      fi
+      cp profiles/peaks/cuda-*.json "$work/" 2>/dev/null ;;
+    compile)  # compile_block alone: max-autotune compiles for minutes (prepare_s records how long)
+      $py benchmark.py --pair compile_block --profile torch --output "$work/ch13_compile" \
+        2>&1 | tee "$work/logs/benchmark_ch13_compile.log" | grep -v '^      '
+      [ -f "$work/ch13_compile/results.json" ] && $py ch13/verdict.py "$work/ch13_compile/results.json" > "$work/ch13_compile/verdicts.md"
+      $py -m pytest -q tests/test_ch13.py 2>&1 | tee "$work/logs/pytest_ch13_gpu.log" | tail -3 ;;
+  esac
+}
+if [ "$part" = all ]; then parts="walkthrough pairs compile"; else parts=$part; fi
+for p in $parts; do run_part "$p"; done
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv > "$work/logs/gpu.csv" 2>/dev/null
+tar -czf "$out/ch13_${part}.tar.gz" -C "$work" .
+cat "$work"/logs/*.log > "$out/ch13_${part}.log" 2>/dev/null
+echo "wrote $out/ch13_${part}.tar.gz"
