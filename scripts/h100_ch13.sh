@@ -30,7 +30,7 @@ run_part() {
       $py ch13/profile_walkthrough.py --step decode --output "$work/walkthrough_decode" 2>&1 | tee "$work/logs/walkthrough_decode.log" | tail -40 ;;
     pairs)  # peaks first (cached per machine); a torch.profiler trace per variant
       $py benchmark.py --peaks --pair fp8_linear --pair alignment --pair softmax --pair linear_gelu --pair persistent_gemm \
-        --pair checkpointing --profile torch --output "$work/ch13_pairs" 2>&1 | tee "$work/logs/benchmark_ch13_pairs.log" | grep -v '^      '
+        --pair checkpointing --pair compile_shapes --profile torch --output "$work/ch13_pairs" 2>&1 | tee "$work/logs/benchmark_ch13_pairs.log" | grep -v '^      '
       [ -f "$work/ch13_pairs/results.json" ] && $py ch13/verdict.py "$work/ch13_pairs/results.json" > "$work/ch13_pairs/verdicts.md"
       if command -v ncu >/dev/null; then
         $py benchmark.py --pair softmax --pair persistent_gemm --quick --profile ncu --output "$work/ch13_ncu" \

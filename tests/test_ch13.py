@@ -90,7 +90,7 @@ def test_walkthrough_runs_on_the_cpu(tmp_path, capsys):
     assert "skipping" in capsys.readouterr().err
 
 
-CPU_PAIRS = ("checkpointing", "alignment", "softmax")  # compile_block and fp8_linear: only their baselines run on a CPU
+CPU_PAIRS = ("checkpointing", "alignment", "softmax", "compile_shapes")  # compile_block and fp8_linear: only their baselines run on a CPU
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,39 @@
+"""torch.compile(mode="reduce-overhead") as is: one CUDA graph recorded per input length, 8 in all.
+
+Inductor fuses the element-wise work and replays each length's graph with one launch. But a CUDA graph is
+recorded for one shape: eight lengths, eight graphs, each keeping its intermediate buffers' addresses
+(CUDA graph trees share one memory pool between graphs of a tree, yet each graph's outputs and static
+inputs stay allocated while it may be replayed). Expect peak memory to grow with the number of
+lengths: peak_memory_mb beside the bucketed variant says by how much. Outputs are cloned because a
+graph's next replay overwrites them. Recording happens in prepare(): prepare_s holds it.
+"""
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import torch
+
+from ch13.baseline_compile_shapes import batches
+
+DEVICES = ("cuda",)
+REQUIRES = ("triton",)
+
+
+def compiled(model):
+    @torch.no_grad()
+    def forward(x):
+        return model(x)
+    return torch.compile(forward, mode="reduce-overhead")
+
+
+def prepare(w):
+    fn, xs = compiled(w.inputs["model"]), batches(w)
+    for _ in range(3):  # compile, record each length's graph, replay
+        for x in xs:
+            fn(x)
+
+    def call():
+        return tuple(fn(x).clone() for x in xs)
+    return call
+
+
+if __name__ == "__main__":
+    from common import run_pair_file
+    run_pair_file(__file__)
