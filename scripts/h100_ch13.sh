@@ -4,7 +4,7 @@
 # Usage: scripts/h100_ch13.sh OUTDIR [walkthrough|pairs|compile|kernels|all]   (default all; OUTDIR defaults to $OUT)
 # Carried wheels (git-ignored .whl/, downloaded on a machine with a registry; the GPU machine has none):
 #   torchao-0.18.0-cp310-abi3-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl   (torchao 0.18 is built for torch 2.11)
-#   gemlite-0.6.0.post2-py3-none-any.whl   (built here from the sdist; no pair uses it yet)
+#   gemlite-0.6.0.post2-py3-none-any.whl   (built here from the sdist: fp8_linear's GemLite variants)
 # They install with --no-deps into /tmp/site, on PYTHONPATH; a missing wheel skips the variants that need it.
 # nsys is not installed on the GPU machine: the walkthrough says so and goes on. ncu runs where it is on PATH.
 # What comes back: OUTDIR/ch13_<part>.tar.gz (reports, traces, memory pictures, ncu CSVs, logs) and

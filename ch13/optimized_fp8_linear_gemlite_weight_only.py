@@ -1,0 +1,42 @@
+"""GemLite's float8 weight-only layers (A16W8_FP8): the same storage as torchao's pitfall, dequantized inside the GEMM.
+
+GemLite's Triton kernel loads the 1-byte weight tile, converts it to bf16 in registers and feeds the
+tensor cores: the weights cross memory once, at 1 byte each, with no bf16 copy written out. Against the
+torchao pitfall this isolates the cause: weight-only float8 is slow when the dequantization is a
+separate pass, not by nature. GemLite picks its kernel (GEMV, split-K GEMM, GEMM) and tile from its
+bundled H100 configurations (gemlite/configs/h100.json) and autotunes shapes it has not seen; that
+happens in prepare() (prepare_s).
+"""
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import torch
+
+from ch13.baseline_fp8_linear import mlp_module
+
+PRECISION = "fp8"
+DEVICES = ("cuda",)
+REQUIRES = ("gemlite", "triton")
+PROCESSOR = "A16W8_FP8"
+
+
+def gemlite_prepare(w, processor: str):
+    from gemlite import helper
+    model = mlp_module(w)
+    make = getattr(helper, processor)(device=str(w.inputs["x"].device), dtype=w.inputs["x"].dtype)
+    model[0] = make.from_linear(model[0])
+    model[2] = make.from_linear(model[2])
+    x = w.inputs["x"]
+
+    @torch.no_grad()
+    def call():
+        return model(x)
+    call()  # pick or autotune the kernels now
+    return call
+
+
+def prepare(w):
+    return gemlite_prepare(w, PROCESSOR)
+
+
+if __name__ == "__main__":
+    from common import run_pair_file
+    run_pair_file(__file__)
