@@ -143,8 +143,16 @@ def gemm(x, w, b, out, gelu: bool, config=None):
 
 
 def best_config() -> dict:
-    """The configuration the autotuner chose for each (M, N, K) key it has seen."""
+    """The configuration the autotuner chose for each key it has seen ((M, N, K), then the dtypes in newer Triton)."""
     return {str(k): str(v) for k, v in getattr(gemm_autotuned, "cache", {}).items()}
+
+
+def picked(m: int, n: int, k: int) -> str:
+    """The autotuner's choice for one shape, or "" before it has tuned that shape."""
+    for key, cfg in getattr(gemm_autotuned, "cache", {}).items():
+        if tuple(key[:3]) == (m, n, k):
+            return str(cfg)
+    return ""
 
 
 def persistent_gemm(x, w, b, out, gelu: bool, config, num_programs: int):

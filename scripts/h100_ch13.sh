@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Chapter 13 on one GPU (written for an H100): the profiling walkthrough, then the pairs, each part under 10 minutes
 # (unmeasured: the first GPU session finds out).
-# Usage: scripts/h100_ch13.sh OUTDIR [walkthrough|pairs|compile|kernels|all]   (default all; OUTDIR defaults to $OUT)
+# Usage: scripts/h100_ch13.sh OUTDIR [walkthrough|pairs|triton|kernels|compile|all]   (default all; OUTDIR defaults to $OUT)
 # Carried wheels (git-ignored .whl/, downloaded on a machine with a registry; the GPU machine has none):
 #   torchao-0.18.0-cp310-abi3-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl   (torchao 0.18 is built for torch 2.11)
 #   gemlite-0.6.0.post2-py3-none-any.whl   (built here from the sdist: fp8_linear's GemLite variants)
@@ -10,7 +10,7 @@
 # What comes back: OUTDIR/ch13_<part>.tar.gz (reports, traces, memory pictures, ncu CSVs, logs) and
 # OUTDIR/ch13_<part>.log.
 set -uo pipefail
-out=${1:-${OUT:?usage: scripts/h100_ch13.sh OUTDIR [walkthrough|pairs|compile|kernels|all]}}
+out=${1:-${OUT:?usage: scripts/h100_ch13.sh OUTDIR [walkthrough|pairs|triton|kernels|compile|all]}}
 part=${2:-all}
 py=${PYTHON:-python3}
 work=$(mktemp -d)
@@ -29,14 +29,19 @@ run_part() {
         2>&1 | tee "$work/logs/walkthrough_block_compiled.log" | tail -5
       $py ch13/profile_walkthrough.py --step decode --output "$work/walkthrough_decode" 2>&1 | tee "$work/logs/walkthrough_decode.log" | tail -40 ;;
     pairs)  # peaks first (cached per machine); a torch.profiler trace per variant
-      $py benchmark.py --peaks --pair fp8_linear --pair alignment --pair softmax --pair linear_gelu --pair persistent_gemm \
-        --pair checkpointing --pair compile_shapes --profile torch --output "$work/ch13_pairs" 2>&1 | tee "$work/logs/benchmark_ch13_pairs.log" | grep -v '^      '
+      $py benchmark.py --peaks --pair fp8_linear --pair alignment --pair softmax --pair linear_gelu --pair checkpointing \
+        --profile torch --output "$work/ch13_pairs" 2>&1 | tee "$work/logs/benchmark_ch13_pairs.log" | grep -v '^      '
       [ -f "$work/ch13_pairs/results.json" ] && $py ch13/verdict.py "$work/ch13_pairs/results.json" > "$work/ch13_pairs/verdicts.md"
+      cp profiles/peaks/cuda-*.json "$work/" 2>/dev/null ;;
+    triton)  # the hand-written Triton GEMMs: persistence, autotuning (and the per-shape sweep)
+      $py benchmark.py --pair persistent_gemm --pair autotune_gemm --profile torch --output "$work/ch13_triton" \
+        2>&1 | tee "$work/logs/benchmark_ch13_triton.log" | grep -v '^      '
+      [ -f "$work/ch13_triton/results.json" ] && $py ch13/verdict.py "$work/ch13_triton/results.json" > "$work/ch13_triton/verdicts.md"
+      $py ch13/autotune_sweep.py --out "$work/autotune_sweep" 2>&1 | tee "$work/logs/autotune_sweep.log"
       if command -v ncu >/dev/null; then
         $py benchmark.py --pair softmax --pair persistent_gemm --quick --profile ncu --output "$work/ch13_ncu" \
           2>&1 | tee "$work/logs/benchmark_ch13_ncu.log" | tail -5
-      fi
-      cp profiles/peaks/cuda-*.json "$work/" 2>/dev/null ;;
+      fi ;;
     kernels)  # the .cu pairs, the standalone sample, and the ncu metric that shows each bottleneck
       $py benchmark.py --pair bank_conflicts --pair histogram --pair spills --output "$work/ch13_kernels" \
         2>&1 | tee "$work/logs/benchmark_ch13_kernels.log" | grep -v '^      '
@@ -47,14 +52,14 @@ run_part() {
           l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,lts__t_requests_op_red.sum,l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum,l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum \
           ch13/bin/bottlenecks_demo_sm90 > "$work/ch13_kernels/bottlenecks_ncu.csv" 2> "$work/logs/ncu_bottlenecks.log"
       fi ;;
-    compile)  # compile_block alone: max-autotune compiles for minutes (prepare_s records how long)
-      $py benchmark.py --pair compile_block --profile torch --output "$work/ch13_compile" \
+    compile)  # the compiled pairs: max-autotune compiles for minutes (prepare_s records how long)
+      $py benchmark.py --pair compile_block --pair compile_shapes --profile torch --output "$work/ch13_compile" \
         2>&1 | tee "$work/logs/benchmark_ch13_compile.log" | grep -v '^      '
       [ -f "$work/ch13_compile/results.json" ] && $py ch13/verdict.py "$work/ch13_compile/results.json" > "$work/ch13_compile/verdicts.md"
       $py -m pytest -q tests/test_ch13.py 2>&1 | tee "$work/logs/pytest_ch13_gpu.log" | tail -3 ;;
   esac
 }
-if [ "$part" = all ]; then parts="walkthrough pairs kernels compile"; else parts=$part; fi
+if [ "$part" = all ]; then parts="walkthrough pairs triton kernels compile"; else parts=$part; fi
 for p in $parts; do run_part "$p"; done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv > "$work/logs/gpu.csv" 2>/dev/null
 tar -czf "$out/ch13_${part}.tar.gz" -C "$work" .
