@@ -32,6 +32,7 @@ run_part() {
       $py benchmark.py --peaks --pair fp8_linear --pair alignment --pair softmax --pair linear_gelu --pair checkpointing \
         --profile torch --output "$work/ch13_pairs" 2>&1 | tee "$work/logs/benchmark_ch13_pairs.log" | grep -v '^      '
       [ -f "$work/ch13_pairs/results.json" ] && $py ch13/verdict.py "$work/ch13_pairs/results.json" > "$work/ch13_pairs/verdicts.md"
+      $py ch13/alignment_sweep.py --out "$work/alignment_sweep" 2>&1 | tee "$work/logs/alignment_sweep.log" | tail -3
       cp profiles/peaks/cuda-*.json "$work/" 2>/dev/null ;;
     triton)  # the hand-written Triton GEMMs: persistence, autotuning (and the per-shape sweep)
       $py benchmark.py --pair persistent_gemm --pair autotune_gemm --profile torch --output "$work/ch13_triton" \
