@@ -83,7 +83,7 @@ def make_step(kind: str, size: str, device: torch.device, compile_mode: str):
         from ch16.model import KVCache, build_model, decode_step, prefill, random_tokens
         name = "llama-1b" if size == "full" else "small"
         dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-        model = build_model(name, seed=0).to(device=device, dtype=dtype)
+        model = build_model(name, seed=0, device=device, dtype=dtype)
         ctx = 1024 if size == "full" else 32
         cache = KVCache.empty(model.cfg, 1, ctx + 64, device=device, dtype=dtype)
         prompt = random_tokens(model.cfg, (1, ctx), seed=1, device=device)
