@@ -31,7 +31,7 @@ The thresholds, and why these:
   matmul peak has matrices too small for the tensor cores: raise the batch size.
 
 Run as a script on a harness report: `python ch13/verdict.py profiles/runs/<run>/results.json`
-prints the verdict and a next step for every variant below half its ceiling.
+prints the verdict and a next step for every optimized variant below half its ceiling.
 """
 from __future__ import annotations
 
@@ -148,15 +148,18 @@ def verdict(m: dict) -> list[Finding]:
 
 
 def results_verdicts(results: dict) -> str:
-    """Markdown: the verdict and a next step for every verified variant below half its ceiling."""
+    """Markdown: the verdict and a next step for every verified optimized variant below half its ceiling.
+
+    Baselines are the "before" and pitfall or tradeoff variants are slow by design: neither is listed.
+    """
     lines = ["## Verdicts (ch13/verdict.py)", "",
-             f"Variants below {HALF_CEILING_PCT:.0f}% of their ceiling, read against the thresholds in "
+             f"Optimized variants below {HALF_CEILING_PCT:.0f}% of their ceiling, read against the thresholds in "
              "ch13/verdict.py.", ""]
     found = 0
     for pair in results.get("pairs", []):
         for v in pair.get("variants", []):
             pct = v.get("pct_of_ceiling")
-            if pct is None or not v.get("verified") or pct >= HALF_CEILING_PCT:
+            if pct is None or not v.get("verified") or pct >= HALF_CEILING_PCT or v.get("kind", "optimized") != "optimized":
                 continue
             kernels = v.get("kernels_per_call")
             median = v.get("median_ms")

@@ -52,12 +52,15 @@ def test_step_level_rules_and_next_steps():
 
 def test_results_verdicts_lists_variants_below_half_their_ceiling():
     doc = {"pairs": [{"chapter": 13, "name": "x", "bound": "memory", "variants": [
-        {"name": "baseline", "verified": True, "pct_of_ceiling": 20, "median_ms": 1.0, "kernels_per_call": 400},
-        {"name": "fast", "verified": True, "pct_of_ceiling": 75},
-        {"name": "broken", "verified": False, "pct_of_ceiling": 5}]}]}
+        {"name": "baseline", "kind": "baseline", "verified": True, "pct_of_ceiling": 20},
+        {"name": "slow", "kind": "optimized", "verified": True, "pct_of_ceiling": 20, "median_ms": 1.0,
+         "kernels_per_call": 400},
+        {"name": "fast", "kind": "optimized", "verified": True, "pct_of_ceiling": 75},
+        {"name": "trap", "kind": "pitfall", "verified": True, "pct_of_ceiling": 5},
+        {"name": "broken", "kind": "optimized", "verified": False, "pct_of_ceiling": 5}]}]}
     text = V.results_verdicts(doc)
-    assert "ch13/x baseline" in text and "bandwidth needs work" in text and "many small kernels" in text
-    assert "fast" not in text and "broken" not in text
+    assert "ch13/x slow" in text and "bandwidth needs work" in text and "many small kernels" in text
+    assert not any(n in text for n in ("baseline", "fast", "trap", "broken"))
 
 
 def test_profile_helpers():
