@@ -1,5 +1,6 @@
 """Chapter 13 on the CPU: the verdict's thresholds, the walkthrough's CPU run, the pairs' CPU paths."""
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -7,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from ch13 import verdict as V
-from ch13.profile_walkthrough import main as walkthrough, memory_curve, parse_ncu_csv, snapshot_deltas, top_kernels, union_us
+from ch13.profile_walkthrough import (NCU_METRICS, main as walkthrough, memory_curve, parse_ncu_csv, snapshot_deltas,
+                                      top_kernels, union_us)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,6 +93,9 @@ def test_walkthrough_runs_on_the_cpu(tmp_path, capsys):
     text = (tmp_path / "walkthrough.md").read_text()
     assert "aten::mm" in text and "## 4. Nsight Systems" in text
     assert "skipping" in capsys.readouterr().err
+    if not shutil.which("ncu"):  # step 3 leaves the command it would have run, with every metric
+        cmd = (tmp_path / "ncu_command.txt").read_text()
+        assert all(metric in cmd for metric in NCU_METRICS) and "--capture-child" in cmd
 
 
 CPU_PAIRS = ("checkpointing", "alignment", "softmax", "compile_shapes")  # compile_block and fp8_linear: only their baselines run on a CPU
