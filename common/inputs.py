@@ -13,12 +13,18 @@ the seed-A workload as built, and seed B's values of the per-call inputs. With t
 """
 from __future__ import annotations
 
+import secrets
+
 import torch
 
 from common.pair import ContractError, Pair, Workload
 from common.verify import same_bits
 
-SEEDS = (1234, 98765)
+SEEDS = (1234,)  # seed A; seed B is drawn at random when first needed, after the baseline's prepare()
+
+
+class InputTampered(Exception):
+    """A variant replaced an input object or changed its class; the message names it."""
 
 
 def tensor_names(w: Workload) -> list[str]:
@@ -31,11 +37,28 @@ class References:
     def __init__(self, pair: Pair, device: torch.device, quick: bool):
         self.pair, self.device, self.quick = pair, device, quick
         self.a = pair.workload(seed=SEEDS[0], device=device, quick=quick)
-        b = pair.workload(seed=SEEDS[1], device=device, quick=quick)
         self.per_call = self.a.per_call()           # includes the declared state (it is not prepared once)
-        self.fresh = {k: b.inputs[k] for k in self.per_call}   # seed B's per-call values; B's weights are dropped
-        del b
+        self._fresh: dict | None = None  # seed B's per-call values, built when first fed
+        self.seed_b: int | None = None
         self.again: dict | None = None   # a second copy of seed A's per-call values, made when needed
+
+    @property
+    def fresh(self) -> dict:
+        """Seed B's per-call values (B's weights are dropped). B is drawn at random, after the baseline's
+        prepare() has run, so that no prepare() can know it in advance and compute its answer there."""
+        if self._fresh is None:
+            from common.verify import check_inputs_random
+            seed = [SEEDS[0] + 1 + secrets.randbelow(2**30)]
+            import torch.distributed as dist
+            if dist.is_available() and dist.is_initialized():  # every rank feeds the same seed
+                dist.broadcast_object_list(seed, src=0)
+            self.seed_b = seed[0]
+            b = self.pair.workload(seed=self.seed_b, device=self.device, quick=self.quick)
+            self._fresh = {k: b.inputs[k] for k in self.per_call}
+            complaint = check_inputs_random(self._fresh)
+            if complaint:
+                raise ValueError(f"{self.pair.key}: {complaint} (seed {self.seed_b})")
+        return self._fresh
 
     def sources(self, which: str) -> dict:
         """Where seed `which`'s per-call values come from: "a", "b", or "a2" (A's values in other buffers)."""
@@ -60,21 +83,42 @@ class OwnInputs:
     def __init__(self, refs: References):
         self.refs = refs
         self.w = refs.pair.workload(seed=SEEDS[0], device=refs.device, quick=refs.quick)
+        self.objects = {k: v for k, v in self.w.inputs.items() if isinstance(v, torch.Tensor)}
         differ = self.modified("a")
         if differ:
             raise ContractError(f"{refs.pair.key}: workload(seed) built twice gives different {differ[0]!r}; "
                                 f"draw every input from the seed's generator")
         self.fed = "a"
 
-    def feed(self, which: str) -> None:
-        """Overwrite the per-call inputs (and the declared state) in place with seed `which`'s values."""
+    def swapped(self) -> str | None:
+        """An input the variant replaced in the workload, or turned into another class (which could notice
+        the harness writing new values): the harness then no longer feeds what the call reads."""
+        for k, t in self.objects.items():
+            if self.w.inputs.get(k) is not t or type(t) is not type(self.refs.a.inputs[k]):
+                return k
+        return None
+
+    def feed(self, which: str, shift: int | None = None) -> None:
+        """Overwrite the per-call inputs (and the declared state) in place with seed `which`'s values.
+
+        With `shift`, every floating-point per-call input gets those values rotated by `shift` places
+        (a new set of the same values for each shift; `shift=0` pays the same rotation and changes
+        nothing). Integer inputs (token ids, lengths) and the declared state are copied as they are.
+        """
+        swapped = self.swapped()
+        if swapped:
+            raise InputTampered(f"replaced input {swapped!r} (or changed its class): the call must read the "
+                                f"tensors the workload gave it")
         src = self.refs.sources(which)
         # Through .data: the tensor's version counter does not move, so a cache keyed on it (or on the
         # data pointer) sees "unchanged" input and is caught returning its old answer.
         with torch.no_grad():
             for k in self.refs.per_call:
-                self.w.inputs[k].data.copy_(src[k])
-        self.fed = which
+                value = src[k]
+                if shift is not None and value.is_floating_point() and k not in self.refs.a.updated:
+                    value = value.reshape(-1).roll(shift).view_as(value)
+                self.w.inputs[k].data.copy_(value)
+        self.fed = which if not shift else "rolled"
 
     def restore_state(self) -> None:
         """Put the state a call updates by design back to the values of the seed last fed."""
@@ -91,6 +135,11 @@ class OwnInputs:
     def modified(self, which: str | None = None) -> list[str]:
         """Inputs (other than the declared state) whose values differ from what was last fed."""
         which = (which or self.fed).replace("a2", "a")
+        swapped = self.swapped()
+        if swapped:
+            return [swapped]
+        if which == "rolled":  # values made for the fed loop only: nothing to compare them with
+            return []
         out = []
         for k in tensor_names(self.refs.a):
             if k in self.refs.a.updated:

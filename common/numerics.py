@@ -8,7 +8,8 @@ after each that the variant left them alone. A variant that wants lower precisio
 `PRECISION = "tf32"`; the harness turns TF32 on for it, and only for it.
 
 The state is PyTorch's default with one change: cuDNN's TF32 is off too, so "fp32" means fp32
-for convolutions as well as matmuls.
+for convolutions as well as matmuls. Autocast is off, and the CPU thread count is the one the
+process started with (before any pair file was imported).
 """
 from __future__ import annotations
 
@@ -30,7 +31,13 @@ def read_flags() -> dict:
         "cudnn.deterministic": bool(torch.backends.cudnn.deterministic),
         "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
         "default_dtype": str(torch.get_default_dtype()),
+        "autocast.cpu": bool(torch.is_autocast_enabled("cpu")),
+        "autocast.cuda": bool(torch.is_autocast_enabled("cuda")),
+        "num_threads": torch.get_num_threads(),
     }
+
+
+THREADS = torch.get_num_threads()  # as the process started, before any pair file was imported
 
 
 def wanted_flags(precision: str | None) -> dict:
@@ -46,6 +53,9 @@ def wanted_flags(precision: str | None) -> dict:
         "cudnn.deterministic": False,
         "deterministic_algorithms": False,
         "default_dtype": "torch.float32",
+        "autocast.cpu": False,
+        "autocast.cuda": False,
+        "num_threads": THREADS,
     }
 
 
@@ -60,6 +70,10 @@ def apply_flags(flags: dict) -> None:
     torch.backends.cudnn.deterministic = flags["cudnn.deterministic"]
     torch.use_deterministic_algorithms(flags["deterministic_algorithms"])
     torch.set_default_dtype(getattr(torch, flags["default_dtype"].split(".")[-1]))
+    torch.set_autocast_enabled("cpu", flags["autocast.cpu"])
+    torch.set_autocast_enabled("cuda", flags["autocast.cuda"])
+    if torch.get_num_threads() != flags["num_threads"]:
+        torch.set_num_threads(flags["num_threads"])
 
 
 def changed_flags(expected: dict) -> list[str]:

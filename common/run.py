@@ -41,7 +41,8 @@ import torch
 from common.cuda_ext import ExtensionUnavailable
 from common.decode_check import compare_logits_margin
 from common.discover import load_pair
-from common.inputs import SEEDS, OwnInputs, References
+from common.inputs import SEEDS, InputTampered, OwnInputs, References
+from common.integrity import Snapshot
 from common.numerics import FlagChanged, changed_flags, numerics, wanted_flags
 from common.overlap import overlap_pct, stage_times
 from common.pair import Pair, Variant, check_workload
@@ -103,7 +104,7 @@ class Context:
     """What every variant of one pair shares: the device, the reference inputs and outputs, the ceilings."""
 
     def __init__(self, pair: Pair, device: torch.device, quick: bool, budget_s: float, peaks: dict | None,
-                 profile: str | None, outdir: Path | None):
+                 profile: str | None, outdir: Path | None, untouched: Snapshot | None = None):
         self.pair, self.device, self.quick, self.budget_s = pair, device, quick, budget_s
         self.peaks, self.profile, self.outdir = peaks, profile, outdir
         self.agree = _agree_fn()
@@ -116,6 +117,7 @@ class Context:
         self.base_precision = self.refs.a.precision or "fp32"
         self.stages: dict | None = None
         self.compare = COMPARATORS[getattr(pair.baseline.module, "COMPARE", "outputs")]
+        self.untouched = untouched or Snapshot()
 
 
 def variant_precision(ctx: Context, v: Variant) -> str:
@@ -155,6 +157,15 @@ def check_outputs(ctx: Context, ref, out, precision: str, allowed, what: str):
     return verdict
 
 
+def intact(ctx: Context, when: str) -> None:
+    """Fail (and undo it) if the variant patched the harness, the clock or torch."""
+    changed = ctx.untouched.changed()
+    if changed:
+        ctx.untouched.restore()
+        raise Failed(f"{when}: changed {changed[0]}" + (f" and {len(changed) - 1} more" if len(changed) > 1 else "")
+                     + ": a variant may not patch the harness, the clock or torch (restored)")
+
+
 def checked(step):
     """Run one verification step on every rank and agree on its outcome, so all ranks stop together.
 
@@ -162,7 +173,7 @@ def checked(step):
     """
     try:
         value, err = step(), None
-    except (Failed, FlagChanged) as e:
+    except (Failed, FlagChanged, InputTampered) as e:
         value, err = None, str(e)
     err = first_error(err)
     if err:
@@ -241,8 +252,10 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
             if changed:
                 raise FlagChanged(f"prepare(): changed torch's global numerics flags ({'; '.join(changed)}); "
                                   f"ask for lower precision with PRECISION = '...' instead")
+            checked(lambda: intact(ctx, "prepare()"))
             stage = "verify"
             entry["verification"] = verify_calls(ctx, v, fn, own, flags, variant_precision(ctx, v))
+            checked(lambda: intact(ctx, "while verified"))
             if is_base:
                 checked(lambda: check_reference(ctx))
                 ctx.stages = stage_times(pair, own.w, device, ctx.agree)
@@ -252,14 +265,17 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
             t = time_call(fn, device, flush_l2=ctx.scrubber or False, budget_s=ctx.budget_s, agree=ctx.agree,
                           compute_bound=pair.bound == "compute" and not ctx.quick)
             entry.update(precision=precision, **t.as_dict())
+            checked(lambda: intact(ctx, "while timed"))
             stage = "verify after timing"
             checked(lambda: after_timing(ctx, v, fn, own, flags, precision, t))
             stage = "time with new inputs"
             host_inputs = any(not own.w.inputs[k].is_cuda for k in ctx.refs.per_call)
-            entry["fresh_input_ms"], entry["repeated_input_ms"] = fresh_vs_repeated_ms(
-                fn, lambda i: own.feed(("a", "b", "a2")[i]) or own.restore_state(), device, t.median_ms * 1e-3,
-                ctx.agree, host_inputs=host_inputs)
+            entry["fresh_input_ms"], entry["repeated_input_ms"], in_loop = fresh_vs_repeated_ms(
+                fn, lambda kind, i: own.feed(("a", "b", "a2")[kind], shift=i) or own.restore_state(), device,
+                t.median_ms * 1e-3, ctx.agree, host_inputs=host_inputs)
             ctx.refs.drop_copy()
+            checked(lambda: in_loop_answer(ctx, v, in_loop, own, flags, precision))
+            own.feed("a")
             stage = "profile"
             entry.update(profile_variant(fn, v, ctx))
         if device.type == "cuda":
@@ -275,7 +291,7 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
     except ExtensionUnavailable as e:  # a kernel this GPU cannot run (TMA before sm_90): not a failure
         entry.update(skipped=str(e), verified=False)
         log(f"  {v.name}: skipped: {e}")
-    except Failed as e:
+    except (Failed, InputTampered) as e:
         entry.update(error=str(e), failed_at=stage, verified=False)
         log(f"  {v.name}: FAILED ({stage}): {e}")
     except FlagChanged as e:
@@ -289,6 +305,7 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
         log(f"  {v.name}: FAILED ({stage}): {type(e).__name__}: {e}")
     finally:
         fn = own = None  # noqa: F841 - drop the variant's state before the next one is built
+        ctx.untouched.restore()
         _free(device)
     return entry
 
@@ -308,6 +325,23 @@ def after_timing(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
     last = call(fn, own, "a", "after timing", flags)
     check_outputs(ctx, ctx.ref_a, last, precision, (PRECISION_DTYPE[v.precision],) if v.precision else (),
                   "after timing")
+
+
+def in_loop_answer(ctx: Context, v: Variant, out, own: OwnInputs, flags: dict, precision: str) -> None:
+    """The answer a call gave inside a timing loop, fed seed B's values, is seed B's answer."""
+    seen, late = snapshot_as_caller(out)
+    if late:
+        raise Failed(f"inside a timing loop: {late}")
+    modified = own.modified("b")
+    if modified:
+        raise Failed(f"inside a timing loop: modified input {modified[0]!r}")
+    changed = changed_flags(flags)
+    if changed:
+        raise FlagChanged(f"inside a timing loop: changed torch's global numerics flags ({'; '.join(changed)})")
+    verdict = ctx.compare(ctx.ref_b, seen, precision, (PRECISION_DTYPE[v.precision],) if v.precision else ())
+    if not verdict.ok:
+        raise Failed(f"a call inside a timing loop, back to back with others, returned a wrong answer: "
+                     f"{verdict.message}")
 
 
 def reused_results(entry: dict) -> str | None:
@@ -367,7 +401,8 @@ def speedup_ci(base: dict, var: dict) -> list[float] | None:
 # ----------------------------------------------------------------------------- the pair
 def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: float = 2.0,
              peaks: dict | None = None, profile: str | None = None, outdir: Path | None = None,
-             progress: Callable[[dict, dict | None], None] = lambda result, doing: None) -> dict:
+             progress: Callable[[dict, dict | None], None] = lambda result, doing: None,
+             untouched: Snapshot | None = None) -> dict:
     """Verify and time the baseline and every variant; `progress(result, doing)` after each step."""
     device = torch.device(device)
     result = {"chapter": pair.chapter, "name": pair.name, "bound": pair.bound, "status": "ok", "error": None,
@@ -385,11 +420,15 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
         result["errors"].append(reason)
 
     progress(result, {"variant": "baseline", "stage": "workload"})
-    ctx = Context(pair, device, quick, budget_s, peaks, profile, outdir)
-    for name, w in (("seed A", ctx.refs.a), ("seed B", None)):
-        complaint = check_inputs_random(w.inputs if w else ctx.refs.fresh)
-        if complaint:
-            raise ValueError(f"{pair.key}: {complaint} ({name})")
+    if untouched is not None and untouched.changed():  # before anything ran: a pair file did it when imported
+        changed = untouched.changed()
+        untouched.restore()
+        raise RuntimeError(f"a pair file changed {changed[0]} when it was imported: a pair may not patch the "
+                           f"harness, the clock or torch")
+    ctx = Context(pair, device, quick, budget_s, peaks, profile, outdir, untouched)
+    complaint = check_inputs_random(ctx.refs.a.inputs)
+    if complaint:
+        raise ValueError(f"{pair.key}: {complaint}")
     check_workload(pair, ctx.refs.a)
     w = ctx.refs.a
     result["workload"] = {"flops": w.flops, "bytes_moved": w.bytes_moved, "items": w.items, "item_name": w.item_name,
@@ -400,6 +439,7 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
     progress(result, {"variant": "baseline", "stage": "verify and time"})
     base = check_and_time(ctx, pair.baseline)
     base.update(speedup=1.0 if base["verified"] else None)
+    result["workload"]["seeds"] = [SEEDS[0], ctx.refs.seed_b]
     result["baseline"] = base
     if ctx.stages:
         result["stages"] = ctx.stages
@@ -463,13 +503,14 @@ def main(argv=None) -> int:
             torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
             device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    untouched = Snapshot()  # before any pair file is imported
     pair = load_pair(a.chapter, a.name, Path(a.baseline), [Path(p) for p in a.optimized])
     stub = {"chapter": pair.chapter, "name": pair.name, "bound": pair.bound, "status": "ok", "error": None,
             "errors": [], "baseline": None, "variants": []}
     progress(stub, {"variant": None, "stage": "starting"})
     peaks = json.loads(Path(a.peaks).read_text()) if a.peaks else None
     try:
-        result = run_pair(pair, device, a.quick, a.budget, peaks, a.profile, a.outdir, progress)
+        result = run_pair(pair, device, a.quick, a.budget, peaks, a.profile, a.outdir, progress, untouched)
     except Exception as e:  # the pair as a whole cannot run (a bad workload, a contract error): say why
         traceback.print_exc()
         reason = f"out of memory: {str(e).splitlines()[0]}" if isinstance(e, torch.cuda.OutOfMemoryError) \

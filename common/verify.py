@@ -54,11 +54,16 @@ class Verdict:
 
 
 def as_tensors(out: Any) -> list[torch.Tensor]:
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out):
-        return list(out)
-    raise TypeError(f"a prepared call must return a tensor or a tuple of tensors, got {type(out).__name__}")
+    """The call's outputs as plain tensors. A Tensor subclass is refused: it could defer the work until
+    someone reads it, and the timed calls' outputs are never read."""
+    tensors = [out] if isinstance(out, torch.Tensor) else list(out) if isinstance(out, (tuple, list)) else None
+    if tensors is None or not all(isinstance(t, torch.Tensor) for t in tensors):
+        raise TypeError(f"a prepared call must return a tensor or a tuple of tensors, got {type(out).__name__}")
+    odd = next((type(t).__name__ for t in tensors if type(t) is not torch.Tensor
+                and not isinstance(t, torch.nn.Parameter)), None)
+    if odd:
+        raise TypeError(f"a prepared call must return plain tensors, got a {odd} (a subclass may defer its work)")
+    return tensors
 
 
 def snapshot(out: Any) -> list[torch.Tensor]:

@@ -1,7 +1,9 @@
 """The harness catches each class of fault that makes a timed result untrustworthy (CPU, and GPU where needed).
 
 Fixtures: tests/fixtures/ch80 (one variant per fault, correct variants sorted after the offenders),
-ch81 (a workload whose claimed bytes no call can move that fast), ch92 (work left on a side stream).
+ch81 (a workload whose claimed bytes no call can move that fast), ch89 (variants that tamper with the
+process: the clock, the harness, torch, threads, autocast; a pair each), ch92 (work left on a side
+stream, GPU). Many of these were written by an adversarial review of the harness.
 """
 import json
 
@@ -21,8 +23,8 @@ from conftest import FIXTURES
 def trust_run(tmp_path_factory):
     from conftest import bench
     out = tmp_path_factory.mktemp("trust")
-    proc = bench("--root", str(FIXTURES), "--chapter", "80", "--chapter", "81", "--quick", "--device", "cpu",
-                 "--output", str(out))
+    proc = bench("--root", str(FIXTURES), "--chapter", "80", "--chapter", "81", "--chapter", "89", "--quick",
+                 "--device", "cpu", "--output", str(out))
     doc = json.loads((out / "results.json").read_text())
     pairs = {p["name"]: p for p in doc["pairs"]}
     return proc, pairs, (out / "summary.md").read_text()
@@ -32,20 +34,47 @@ def variants(pair):
     return {v["name"].replace("optimized_trust_", "").replace("optimized_", ""): v for v in pair["variants"]}
 
 
+FAILS = {  # variant: what the report must say
+    "a_inplace": "modified input 'x'",
+    "c_precomputed": "computed before the call",
+    "d_version_cache": "computed before the call",
+    "f_tf32": "allow_tf32",
+    "h_wrong_tile": "max element",
+    "k_gc_refs": "KeyError",                  # a table of answers read out of the harness's memory
+    "l_seed_table": "KeyError",               # a table of answers for the seeds it expects
+    "m_call_count": "inside a timing loop",   # honest for the first calls only
+    "n_stack": "inside a timing loop",        # wrong when called from the timing code
+    "o_gap": "inside a timing loop",          # wrong when called back to back
+    "p_lazy": "plain tensors",                # a tensor subclass that computes only when read
+    "q_feed_notify": "replaced input 'x'",    # an input whose class notices the harness's writes
+    "s_bf16_undeclared": "fp32 tolerance",
+}
+SUSPECT = {"e_memo": "reuses results", "j_sampled_lru2": "reuses results", "r_sampled_lru1": "reuses results"}
+
+
 def test_each_fault_class_fails_or_is_suspect(trust_run):
     proc, pairs, _ = trust_run
     assert proc.returncode == 1, proc.stderr[-2000:]
     v = variants(pairs["trust"])
-    assert "modified input 'x'" in v["a_inplace"]["error"]
-    assert "computed before the call" in v["c_precomputed"]["error"]
-    assert "computed before the call" in v["d_version_cache"]["error"]
-    assert "numerics flags" in v["f_tf32"]["error"] and "allow_tf32" in v["f_tf32"]["error"]
-    assert "max element" in v["h_wrong_tile"]["error"]
-    for name in ("a_inplace", "c_precomputed", "d_version_cache", "f_tf32", "h_wrong_tile"):
-        assert v[name]["verified"] is False and v[name]["speedup"] is None, name
-    memo = v["e_memo"]
-    assert memo["verified"] and memo["suspect"] and "reuses results" in memo["suspect"]
-    assert memo["speedup"] is None
+    for name, words in FAILS.items():
+        assert v[name]["verified"] is False and v[name]["speedup"] is None, (name, v[name])
+        assert words in v[name]["error"], (name, v[name]["error"])
+    for name, words in SUSPECT.items():
+        assert v[name]["suspect"] and words in v[name]["suspect"] and v[name]["speedup"] is None, (name, v[name])
+
+
+def test_tampering_with_the_process_fails_and_is_undone(trust_run):
+    _, pairs, _ = trust_run
+    assert "time.perf_counter" in pairs["clock"]["variants"][0]["error"]
+    assert "common.verify.verify_outputs" in pairs["verify"]["variants"][0]["error"]
+    assert pairs["sabotage"]["status"] == "failed" and "torch.Tensor.__matmul__" in pairs["sabotage"]["error"]
+    leak = {x["name"]: x for x in pairs["leak"]["variants"]}
+    assert "autocast" in leak["optimized_leak_a_autocast"]["error"]
+    assert leak["optimized_leak_b_honest_after"]["verified"]       # autocast was switched back off for it
+    threads = pairs["threads"]
+    assert threads["baseline"]["verified"] and threads["variants"][0]["verified"]
+    # the import-time set_num_threads(1) did not reach the baseline: no 2x "speedup" from it
+    assert threads["variants"][0]["speedup"] < 1.5, threads["variants"][0]["speedup"]
 
 
 def test_a_correct_variant_after_a_mutating_one_still_verifies(trust_run):
@@ -59,8 +88,8 @@ def test_a_correct_variant_after_a_mutating_one_still_verifies(trust_run):
 
 def test_every_failure_of_a_pair_is_listed(trust_run):
     _, pairs, summary = trust_run
-    assert len(pairs["trust"]["errors"]) == 5
-    for name in ("a_inplace", "c_precomputed", "d_version_cache", "f_tf32", "h_wrong_tile"):
+    assert len(pairs["trust"]["errors"]) == len(FAILS)
+    for name in FAILS:
         assert name in summary
 
 
