@@ -17,7 +17,7 @@ and backward, or chapter 16's llama-1b decode step. Four steps, each writing und
    the picture is drawn from the profiler's CPU allocation events instead, and says so.
 3. Nsight Compute on the step's kernels, where ncu is installed and the device is a GPU: speed-of-light SM
    and memory throughput, achieved occupancy, registers per thread, global-load sectors per request,
-   L2 hit rate -> ncu.csv, and the verdict of ch13/verdict.py for the kernels that take the most time.
+   L2 hit rate -> ncu.csv, and the verdict of common/verdict.py for the kernels that take the most time.
 4. Nsight Systems' kernel summary (cuda_gpu_kern_sum) where nsys is installed -> nsys_kernels.csv.
    It is not installed on the GPU machine this repository is measured on: the step says so and goes on.
 
@@ -42,9 +42,9 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from ch13 import verdict as V  # noqa: E402
+from common import verdict as V  # noqa: E402
 
-# The ncu metrics step 3 collects; the names are Nsight Compute's, the keys ch13/verdict.py's.
+# The ncu metrics step 3 collects; the names are Nsight Compute's, the keys common/verdict.py's.
 NCU_METRICS = {
     "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
     "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed": "memory_throughput_pct",

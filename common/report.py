@@ -270,6 +270,10 @@ def _fmt(x, spec=".3f", none="–"):
 def summary_markdown(doc: dict) -> str:
     lines = _header_lines(doc) + _results_table(doc) + _details_table(doc) + _overlap_table(doc)
     lines += _failures_section(doc) + _suspect_section(doc)
+    from common.verdict import results_verdicts  # the verdict and next step below half the ceiling
+    verdicts = results_verdicts(doc, always=False)
+    if verdicts:
+        lines += [""] + verdicts.rstrip("\n").split("\n")
     lines += ["", "Times are medians of CUDA-event (or, on a CPU, wall-clock) samples over back-to-back calls; ± is "
               "half the width of the median's 95% confidence interval, and a speedup is printed with the digits "
               "its own interval (in brackets) supports. % of ceiling compares the achieved rate with this device's "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ch13 import verdict as V
+from common import verdict as V
 from ch13.profile_walkthrough import (NCU_METRICS, main as walkthrough, memory_curve, parse_ncu_csv, snapshot_deltas,
                                       top_kernels, union_us)
 

@@ -354,3 +354,19 @@ def test_a_suspect_baseline_is_shown_and_its_share_of_the_ceiling_is_not():
     (row,) = table_rows(summary_markdown(doc), "baseline")
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[3].startswith("**SUSPECT**") and cells[6] == "–" and cells[7] == "–"
+
+
+def test_summary_gives_a_verdict_for_a_variant_below_half_its_ceiling():
+    from common.report import summary_markdown
+    doc = {"schema_version": 1, "device": {"name": "test GPU", "type": "cuda"}, "torch": "x", "cuda": None,
+           "driver": None, "git_commit": "abc", "created": "now", "pairs": [
+               {"chapter": 1, "name": "slow", "bound": "memory", "status": "ok", "baseline":
+                {"name": "baseline", "median_ms": 2.0, "speedup": 1.0, "verified": True, "pct_of_ceiling": 10.0},
+                "variants": [{"name": "optimized_slow", "median_ms": 1.0, "speedup": 2.0, "verified": True,
+                              "pct_of_ceiling": 20.0, "ceiling": "copy_gbps", "kind": "optimized"}]},
+               {"chapter": 1, "name": "fast", "bound": "memory", "status": "ok", "baseline":
+                {"name": "baseline", "median_ms": 2.0, "speedup": 1.0, "verified": True, "pct_of_ceiling": 40.0},
+                "variants": [{"name": "optimized_fast", "median_ms": 1.0, "speedup": 2.0, "verified": True,
+                              "pct_of_ceiling": 90.0, "ceiling": "copy_gbps", "kind": "optimized"}]}]}
+    text = summary_markdown(doc)
+    assert "## Verdicts" in text and "ch1/slow optimized_slow" in text and "optimized_fast (" not in text

@@ -30,7 +30,7 @@ The thresholds, and why these:
   them (or replay them as a CUDA graph); a compute-bound step that reaches under 50% of the
   matmul peak has matrices too small for the tensor cores: raise the batch size.
 
-Run as a script on a harness report: `python ch13/verdict.py profiles/runs/<run>/results.json`
+Run as a script on a harness report: `python common/verdict.py profiles/runs/<run>/results.json`
 prints the verdict and a next step for every optimized variant below half its ceiling.
 """
 from __future__ import annotations
@@ -147,14 +147,15 @@ def verdict(m: dict) -> list[Finding]:
     return out
 
 
-def results_verdicts(results: dict) -> str:
+def results_verdicts(results: dict, always: bool = True) -> str:
     """Markdown: the verdict and a next step for every verified optimized variant below half its ceiling.
 
     Baselines are the "before" and pitfall or tradeoff variants are slow by design: neither is listed.
+    With `always=False` an empty string when no variant qualifies (summary.md then has no such section).
     """
-    lines = ["## Verdicts (ch13/verdict.py)", "",
+    lines = ["## Verdicts (common/verdict.py)", "",
              f"Optimized variants below {HALF_CEILING_PCT:.0f}% of their ceiling, read against the thresholds in "
-             "ch13/verdict.py.", ""]
+             "common/verdict.py.", ""]
     found = 0
     for pair in results.get("pairs", []):
         for v in pair.get("variants", []):
@@ -172,12 +173,14 @@ def results_verdicts(results: dict) -> str:
                 lines.append(f"### ch{pair.get('chapter')}/{pair['name']} {v['name']} ({pct:.0f}% of {v.get('ceiling') or 'its ceiling'})")
                 lines += [f.line() for f in findings] + [""]
     if not found:
+        if not always:
+            return ""
         lines.append("None.")
     return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python ch13/verdict.py RESULTS.json")
+        sys.exit("usage: python common/verdict.py RESULTS.json")
     with open(sys.argv[1]) as f:
         print(results_verdicts(json.load(f)))
