@@ -9,4 +9,4 @@ python3 ch11/probe_concurrency.py 2>&1 | tee "$out/logs/probe_concurrency.log"
 python3 benchmark.py --chapter 11 --output "$out/ch11" 2>&1 | tee "$out/logs/benchmark_ch11.log" | grep -v '^      '
 make -C ch11 run 2>&1 | tee "$out/logs/make_run.log"
 python3 benchmark.py --root tests/fixtures --chapter 92 --output "$out/escaped" 2>&1 | tee "$out/logs/escaped.log" | grep -v '^      '
-python3 -m pytest -q tests/test_ch11.py 2>&1 | tee "$out/logs/pytest_ch11_gpu.log" | tail -3
+python3 -m pytest -q tests/test_ch11.py tests/test_trust.py 2>&1 | tee "$out/logs/pytest_gpu.log" | tail -3   # the side-stream fixtures need a GPU
