@@ -244,9 +244,7 @@ def fresh_vs_repeated_ms(fn: Callable[[], Any], feed: Callable[[int], Any], devi
     loop as the timed calls are): the caller verifies it, so a variant cannot be right only when it is
     called from somewhere else than a timing loop.
     """
-    n = int(agree(max(6, min(5000, int(0.05 / max(est_s, 1e-6))))))
-
-    def loop(alternate: bool) -> float:
+    def loop(alternate: bool, n: int) -> float:
         _sync(device)
         t0 = time.perf_counter()
         for i in range(n):
@@ -257,10 +255,13 @@ def fresh_vs_repeated_ms(fn: Callable[[], Any], feed: Callable[[int], Any], devi
         _sync(device)
         return agree((time.perf_counter() - t0) / n * 1e3)
 
+    # About 50 ms a loop, sized by a fed call (writing the inputs can cost more than the call itself).
+    fed_s = max(est_s, loop(False, 3) * 1e-3)
+    n = int(agree(max(6, min(5000, int(0.05 / max(fed_s, 1e-6))))))
     fresh = repeated = math.inf
     for rnd in range(6):  # at least three rounds of each: a noisy round must not clear a variant, nor condemn one
-        repeated = min(repeated, loop(False))
-        fresh = min(fresh, loop(True))
+        repeated = min(repeated, loop(False, n))
+        fresh = min(fresh, loop(True, n))
         if rnd >= 2 and fresh <= FRESH_RATIO * repeated + FRESH_SLACK_MS:
             break
     feed(1, 0)  # seed B's values, as they are
