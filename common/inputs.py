@@ -7,8 +7,8 @@ the seed-A workload as built, and seed B's values of the per-call inputs. With t
 - feed:      overwrite the per-call inputs in place with seed A's or seed B's values, as a real
              loop fills its input buffers with the next batch (the prepared callable must then
              return the new answer: its work happens when it is called);
-- restore:   put the state a call updates by design (Workload.updated) back before a
-             verification call;
+- restore:   the state a call updates by design (Workload.updated) is among what `feed` writes,
+             so every verification call starts from it as built;
 - modified:  name every input a call changed that it had no right to change.
 """
 from __future__ import annotations
@@ -119,13 +119,6 @@ class OwnInputs:
                     value = value.reshape(-1).roll(shift).view_as(value)
                 self.w.inputs[k].data.copy_(value)
         self.fed = which if not shift else "rolled"
-
-    def restore_state(self) -> None:
-        """Put the state a call updates by design back to the values of the seed last fed."""
-        src = self.refs.sources(self.fed)
-        with torch.no_grad():
-            for k in self.refs.a.updated:
-                self.w.inputs[k].data.copy_(src[k])
 
     def expected(self, name: str, which: str) -> torch.Tensor:
         if which == "b" and name in self.refs.fresh:

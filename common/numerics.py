@@ -86,6 +86,14 @@ class FlagChanged(Exception):
     """A variant changed a global numerics flag; the message names it."""
 
 
+def check_flags(expected: dict, when: str) -> None:
+    """Raise FlagChanged, naming every flag that differs from `expected`."""
+    changed = changed_flags(expected)
+    if changed:
+        raise FlagChanged(f"{when}: changed torch's global numerics flags ({'; '.join(changed)}); ask for lower "
+                          f"precision with PRECISION = '...' instead")
+
+
 @contextlib.contextmanager
 def numerics(precision: str | None):
     """Run a block in the flags for `precision`; fail if the block changes them; restore them after.

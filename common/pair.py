@@ -5,7 +5,7 @@ chapter folder. The baseline owns the workload; every variant owns only the
 code it times.
 
 baseline_<name>.py defines
-    BOUND                    "launch" | "transfer" | "memory" | "compute"
+    BOUND                    "launch" | "transfer" | "memory" | "compute" | "link"
     workload(seed, device, quick) -> Workload
                              seeded inputs plus the work one call does
     prepare(w) -> callable   returns the zero-argument call that is timed;

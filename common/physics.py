@@ -121,10 +121,7 @@ def achieved(w: Workload, median_ms: float, bound: str, precision: str, peaks: d
         return out
     ceiling = ceiling_for(bound, precision, peaks, duplex=w.duplex)
     if bound == "launch":  # how far from the roofline floor for this much work
-        floors = [f for _, f in floors_ms(w, "memory", peaks, precision, algorithm_fixed=True)]
-        rate = (peaks.get("matmul_tflops") or {}).get(precision)
-        if w.flops and rate:
-            floors.append(w.flops / (rate * 1e12) * 1e3)
+        floors = [f for _, f in floors_ms(w, "compute", peaks, precision, algorithm_fixed=True)]
         if floors:
             out["ceiling"] = "roofline_floor_ms"
             out["pct_of_ceiling"] = 100 * max(floors) / median_ms

@@ -14,6 +14,7 @@ The figures live in common/figures.py; `plot_speedups`, `plot_roofline`,
 from __future__ import annotations
 
 import json
+import sys
 import math
 import os
 import tempfile
@@ -59,12 +60,10 @@ def atomic_write(path: Path, chunks: Iterable[str | bytes]) -> None:
 
 
 def atomic_write_json(path: Path, obj) -> None:
-    atomic_write(path, [json.dumps(obj, indent=2, default=_json_default) + "\n"])
+    atomic_write(path, [json.dumps(_finite(obj), indent=2, default=_json_default) + "\n"])
 
 
 def _json_default(o):
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"{type(o).__name__} is not JSON serializable")
@@ -430,7 +429,7 @@ def write_figures(doc: dict, outdir: Path) -> list[Path]:
     try:
         from common.figures import plot_roofline, plot_speedups
     except ImportError:
-        print("matplotlib is not installed: speedup.png and roofline.png not drawn")
+        print("matplotlib is not installed: speedup.png and roofline.png not drawn", file=sys.stderr)
         return []
     written = []
     for name, plot in (("speedup.png", plot_speedups), ("roofline.png", plot_roofline)):

@@ -43,7 +43,7 @@ from common.decode_check import compare_logits_margin
 from common.discover import load_pair
 from common.inputs import SEEDS, InputTampered, OwnInputs, References
 from common.integrity import Snapshot
-from common.numerics import FlagChanged, changed_flags, numerics, wanted_flags
+from common.numerics import FlagChanged, check_flags, numerics, wanted_flags
 from common.overlap import overlap_pct, stage_times
 from common.pair import Pair, Variant, check_workload
 from common.physics import achieved, cache_bytes, suspect_reason
@@ -100,6 +100,33 @@ class Failed(Exception):
     """A variant failed a check; the message says which and why."""
 
 
+class PeakMemory:
+    """The most GPU memory a variant held above what was allocated when it started, leaving out what the
+    harness itself builds meanwhile (`exclude`)."""
+
+    def __init__(self, device: torch.device):
+        self.on = device.type == "cuda"
+        self.device, self.peak, self.excluded = device, 0, 0
+        if self.on:
+            torch.cuda.synchronize(device)
+            self.base = torch.cuda.memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
+
+    def exclude(self, build):
+        if not self.on:
+            return build()
+        self.peak = max(self.peak, torch.cuda.max_memory_allocated(self.device) - self.excluded)
+        held = torch.cuda.memory_allocated(self.device)
+        out = build()
+        self.excluded += torch.cuda.memory_allocated(self.device) - held
+        torch.cuda.reset_peak_memory_stats(self.device)
+        return out
+
+    def mb(self) -> float:
+        peak = max(self.peak, torch.cuda.max_memory_allocated(self.device) - self.excluded)
+        return (peak - self.base) / 2**20
+
+
 class Context:
     """What every variant of one pair shares: the device, the reference inputs and outputs, the ceilings."""
 
@@ -118,6 +145,7 @@ class Context:
         self.stages: dict | None = None
         self.compare = COMPARATORS[getattr(pair.baseline.module, "COMPARE", "outputs")]
         self.untouched = untouched or Snapshot()
+        self.memory: PeakMemory | None = None
 
 
 def variant_precision(ctx: Context, v: Variant) -> str:
@@ -132,14 +160,10 @@ def flags_precision(ctx: Context, v: Variant) -> str | None:
 def call(fn, own: OwnInputs, which: str, what: str, flags: dict) -> list[torch.Tensor]:
     """One verification call on seed `which`'s inputs, with every check that follows a call."""
     own.feed(which)
-    own.restore_state()
     out, late = snapshot_as_caller(fn())
     if late:
         raise Failed(f"{what}: {late}")
-    changed = changed_flags(flags)
-    if changed:
-        raise FlagChanged(f"{what}: changed torch's global numerics flags ({'; '.join(changed)}); "
-                          f"ask for lower precision with PRECISION = '...' instead")
+    check_flags(flags, what)
     modified = own.modified(which)
     if modified:
         raise Failed(f"{what}: modified input {modified[0]!r}, which the workload does not declare as state "
@@ -167,17 +191,22 @@ def intact(ctx: Context, when: str) -> None:
 
 
 def checked(step):
-    """Run one verification step on every rank and agree on its outcome, so all ranks stop together.
+    """Run one step on every rank and agree on its outcome, so that all ranks stop a variant together.
 
-    A failed check becomes the message of a Failed raised on every rank (in one process: on this one).
+    Whatever one rank raises (a failed check, a crash, running out of memory), every rank stops: the one
+    that raised re-raises its own exception, the others a Failed naming it. A rank that went on alone
+    would pair its collectives with another variant's on the other ranks.
     """
     try:
-        value, err = step(), None
-    except (Failed, FlagChanged, InputTampered) as e:
-        value, err = None, str(e)
+        value, err, raised = step(), None, None
+    except Exception as e:  # noqa: BLE001 - shared with every rank, then raised again
+        value, err, raised = None, (str(e) if isinstance(e, (Failed, FlagChanged, InputTampered))
+                                    else f"{type(e).__name__}: {e}"), e
     err = first_error(err)
     if err:
-        raise Failed(err)
+        if raised is not None and not _distributed():
+            raise raised
+        raise Failed(err) if raised is None or isinstance(raised, (Failed, FlagChanged, InputTampered)) else raised
     return value
 
 
@@ -195,6 +224,7 @@ def verify_calls(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
     verdicts = [checked(lambda: check_outputs(ctx, ctx.ref_a, first, precision, allowed, "first call"))]
     verdicts.append(checked(lambda: check_outputs(ctx, ctx.ref_a, call(fn, own, "a", "a later call", flags),
                                                   precision, allowed, "a later call")))
+    ctx.memory.exclude(lambda: ctx.refs.fresh)  # built once, after the baseline's prepare(): not the variant's memory
     fresh = checked(lambda: call(fn, own, "b", "new per-call inputs", flags))
     if is_base:
         def responds():
@@ -214,7 +244,6 @@ def verify_calls(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
             return verdict
         verdicts.append(checked(follows))
     own.feed("a")
-    own.restore_state()
     out = max(verdicts, key=lambda d: -1 if math.isnan(d.rel_err) else d.rel_err).as_dict()
     out["max_err"] = max(d.max_err for d in verdicts)
     out["checks"] = ["first call", "a later call", "new per-call inputs"]
@@ -234,24 +263,18 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
     if v.missing_packages():
         entry["skipped"] = f"needs the package(s) {', '.join(v.missing_packages())}, not installed here"
         return entry
-    precision = variant_precision(ctx, v)
     flags = wanted_flags(flags_precision(ctx, v))
     stage = "prepare"
+    fn = own = None
     try:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-            torch.cuda.reset_peak_memory_stats(device)
-            before = torch.cuda.memory_allocated(device)
-        own = ctx.refs.own_copy()
+        ctx.memory = PeakMemory(device)
+        own = checked(ctx.refs.own_copy)
         with numerics(flags_precision(ctx, v)):
             log(f"  {v.name}: verifying")
             started = time.perf_counter()
-            fn = v.prepare(own.w)
+            fn = checked(lambda: v.prepare(own.w))
             entry["prepare_s"] = time.perf_counter() - started  # compiling, capturing, autotuning: apart from steady state
-            changed = changed_flags(flags)
-            if changed:
-                raise FlagChanged(f"prepare(): changed torch's global numerics flags ({'; '.join(changed)}); "
-                                  f"ask for lower precision with PRECISION = '...' instead")
+            checked(lambda: check_flags(flags, "prepare()"))
             checked(lambda: intact(ctx, "prepare()"))
             stage = "verify"
             entry["verification"] = verify_calls(ctx, v, fn, own, flags, variant_precision(ctx, v))
@@ -268,18 +291,18 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
             checked(lambda: intact(ctx, "while timed"))
             stage = "verify after timing"
             checked(lambda: after_timing(ctx, v, fn, own, flags, precision, t))
+            if device.type == "cuda":  # the variant's own memory: before the check below makes a copy of inputs
+                entry["peak_memory_mb"] = ctx.memory.mb()
             stage = "time with new inputs"
             host_inputs = any(not own.w.inputs[k].is_cuda for k in ctx.refs.per_call)
             entry["fresh_input_ms"], entry["repeated_input_ms"], in_loop = fresh_vs_repeated_ms(
-                fn, lambda kind, i: own.feed(("a", "b", "a2")[kind], shift=i) or own.restore_state(), device,
+                fn, lambda kind, i: own.feed(("a", "b", "a2")[kind], shift=i), device,
                 t.median_ms * 1e-3, ctx.agree, host_inputs=host_inputs)
-            ctx.refs.drop_copy()
             checked(lambda: in_loop_answer(ctx, v, in_loop, own, flags, precision))
             own.feed("a")
+            checked(lambda: intact(ctx, "after timing"))
             stage = "profile"
             entry.update(profile_variant(fn, v, ctx))
-        if device.type == "cuda":
-            entry["peak_memory_mb"] = (torch.cuda.max_memory_allocated(device) - before) / 2**20
         entry.update(verified=True, **achieved(ctx.refs.a, t.median_ms, pair.bound, precision, ctx.peaks,
                                               ctx.cache, ctx.world_size))
         entry["suspect"] = suspect_reason(t.median_ms, ctx.refs.a, pair.bound, ctx.peaks, precision, is_base,
@@ -291,10 +314,7 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
     except ExtensionUnavailable as e:  # a kernel this GPU cannot run (TMA before sm_90): not a failure
         entry.update(skipped=str(e), verified=False)
         log(f"  {v.name}: skipped: {e}")
-    except (Failed, InputTampered) as e:
-        entry.update(error=str(e), failed_at=stage, verified=False)
-        log(f"  {v.name}: FAILED ({stage}): {e}")
-    except FlagChanged as e:
+    except (Failed, InputTampered, FlagChanged) as e:
         entry.update(error=str(e), failed_at=stage, verified=False)
         log(f"  {v.name}: FAILED ({stage}): {e}")
     except torch.cuda.OutOfMemoryError as e:
@@ -305,6 +325,7 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
         log(f"  {v.name}: FAILED ({stage}): {type(e).__name__}: {e}")
     finally:
         fn = own = None  # noqa: F841 - drop the variant's state before the next one is built
+        ctx.refs.drop_copy()
         ctx.untouched.restore()
         _free(device)
     return entry
@@ -316,9 +337,7 @@ def after_timing(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
         raise Failed(f"work escaped the caller's stream: a round of samples took "
                      f"{t.wall_check['max_wall_over_event_span']:.2f}x longer on the host's clock than its "
                      f"events span (timed again end to end: {t.median_ms:.4g} ms)")
-    changed = changed_flags(flags)
-    if changed:
-        raise FlagChanged(f"while timed: changed torch's global numerics flags ({'; '.join(changed)})")
+    check_flags(flags, "while timed")
     modified = own.modified("a")
     if modified:
         raise Failed(f"while timed: modified input {modified[0]!r}")
@@ -335,9 +354,7 @@ def in_loop_answer(ctx: Context, v: Variant, out, own: OwnInputs, flags: dict, p
     modified = own.modified("b")
     if modified:
         raise Failed(f"inside a timing loop: modified input {modified[0]!r}")
-    changed = changed_flags(flags)
-    if changed:
-        raise FlagChanged(f"inside a timing loop: changed torch's global numerics flags ({'; '.join(changed)})")
+    check_flags(flags, "inside a timing loop")
     verdict = ctx.compare(ctx.ref_b, seen, precision, (PRECISION_DTYPE[v.precision],) if v.precision else ())
     if not verdict.ok:
         raise Failed(f"a call inside a timing loop, back to back with others, returned a wrong answer: "
@@ -359,7 +376,7 @@ def profile_variant(fn, v: Variant, ctx: Context) -> dict:
     counts = count_launches(fn) if ctx.device.type == "cuda" else None
     if counts:
         out.update(counts)
-    label = f"{ctx.pair.key}/{v.name}"
+    label = f"{ctx.pair.key}/{v.name}" + (f".rank{os.environ.get('RANK', '0')}" if ctx.world_size > 1 else "")
     # Overlap pairs always get a timeline next to the report: a trace and its Gantt chart.
     mode = ctx.profile or ("torch" if ctx.stages and ctx.outdir and ctx.device.type == "cuda" else None)
     trace = profile_calls(fn, label, mode, ctx.outdir, calls=2 if ctx.stages else 5)

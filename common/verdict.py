@@ -160,7 +160,8 @@ def results_verdicts(results: dict, always: bool = True) -> str:
     for pair in results.get("pairs", []):
         for v in pair.get("variants", []):
             pct = v.get("pct_of_ceiling")
-            if pct is None or not v.get("verified") or pct >= HALF_CEILING_PCT or v.get("kind", "optimized") != "optimized":
+            if (pct is None or not v.get("verified") or v.get("suspect") or pct >= HALF_CEILING_PCT
+                    or v.get("kind", "optimized") != "optimized"):
                 continue
             kernels = v.get("kernels_per_call")
             median = v.get("median_ms")
