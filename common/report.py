@@ -167,7 +167,8 @@ def pair_failures(pair: dict) -> list[str]:
 
 def speedup_interval(base: dict | None, v: dict) -> tuple[float, float] | None:
     """The speedup's 95% interval: the harness's `speedup_ci`, else from both medians' intervals
-    (each median ± half its CI width, the worst case of the ratio)."""
+    (each median ± half its CI width, the worst case of the ratio). The harness computes `speedup_ci`
+    with this function too, so reports old and new read alike."""
     s = v.get("speedup")
     if not s:
         return None

@@ -48,6 +48,7 @@ from common.overlap import overlap_pct, stage_times
 from common.pair import Pair, Variant, check_workload
 from common.physics import achieved, cache_bytes, suspect_reason
 from common.profiling.capture import count_launches, profile_calls
+from common.report import speedup_interval
 from common.timing import FRESH_RATIO, FRESH_SLACK_MS, L2Scrubber, fresh_vs_repeated_ms, time_call
 from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, check_inputs_random, looser, responds_to_inputs,
                            snapshot_as_caller, verify_outputs)
@@ -404,17 +405,6 @@ def check_reference(ctx: Context) -> None:
         raise Failed(f"the baseline disagrees with the single-process reference: {verdict.message}")
 
 
-def speedup_ci(base: dict, var: dict) -> list[float] | None:
-    """The speedup's 95% interval from both medians' intervals (relative half-widths added in quadrature).
-
-    Taken as a factor, [s / (1 + h), s * (1 + h)], so that it stays positive however wide it is.
-    """
-    if not (base.get("median_ci_pct") and var.get("median_ci_pct")) or not var.get("speedup"):
-        return None
-    h = math.hypot(base["median_ci_pct"], var["median_ci_pct"]) / 200
-    return [var["speedup"] / (1 + h), var["speedup"] * (1 + h)]
-
-
 # ----------------------------------------------------------------------------- the pair
 def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: float = 2.0,
              peaks: dict | None = None, profile: str | None = None, outdir: Path | None = None,
@@ -477,7 +467,8 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
             fail(f"{v.name} failed ({entry.get('failed_at')}): {entry['error']}")
         elif entry["verified"]:
             entry["speedup"] = base["median_ms"] / entry["median_ms"]
-            entry["speedup_ci"] = speedup_ci(base, entry)
+            interval = speedup_interval(base, entry)  # one formula for the harness and for older reports
+            entry["speedup_ci"] = list(interval) if interval else None
             if base.get("suspect"):
                 entry["suspect"] = entry["suspect"] or "the baseline's time is suspect"
             if entry["suspect"]:
