@@ -78,11 +78,16 @@ def floors_ms(w: Workload, bound: str, peaks: dict, precision: str, algorithm_fi
 
 
 def suspect_reason(median_ms: float | None, w: Workload, bound: str, peaks: dict | None, precision: str,
-                   is_baseline: bool, cache: int = 0) -> str | None:
-    """Why a verified time is physically implausible, or None when it is not."""
+                   is_baseline: bool, cache: int = 0, flop_floor: bool = True) -> str | None:
+    """Why a verified time is physically implausible, or None when it is not.
+
+    `flop_floor=False` (a CPU run) leaves out the baseline's FLOP floor: a CPU's clock moves with its
+    load and temperature by more than the 10% slack, and a CPU figure is never a result here anyway.
+    """
     if not median_ms or not peaks:
         return None
-    for what, floor in floors_ms(w, bound, peaks, precision, algorithm_fixed=is_baseline, cache=cache):
+    for what, floor in floors_ms(w, bound, peaks, precision, algorithm_fixed=is_baseline and flop_floor,
+                                 cache=cache):
         if median_ms * SLACK < floor:
             return (f"{median_ms:.4g} ms is {floor / median_ms:.2f}x faster than the floor its workload implies "
                     f"({what}: {floor:.4g} ms); the call did not do that work, or the ceilings are wrong "

@@ -307,7 +307,7 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
         entry.update(verified=True, **achieved(ctx.refs.a, t.median_ms, pair.bound, precision, ctx.peaks,
                                               ctx.cache, ctx.world_size))
         entry["suspect"] = suspect_reason(t.median_ms, ctx.refs.a, pair.bound, ctx.peaks, precision, is_base,
-                                          ctx.cache) or reused_results(entry)
+                                          ctx.cache, flop_floor=device.type == "cuda") or reused_results(entry)
         if ctx.stages:
             entry["overlap_pct_of_ideal"] = overlap_pct(t.median_ms, ctx.stages)
         log(f"  {v.name:40s} {t.median_ms:10.4f} ms  (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f}, "
