@@ -6,7 +6,7 @@ On a CPU (and --quick): the small model, fp32, context 256 (quick 64).
 Bound: memory, in principle: at batch 1 every weight is read once per token, 1.70 GB + 36 MB of KV
 ≈ 0.58 ms at the H100's measured ~3.0 TB/s copy bandwidth; that floor is this pair's ceiling. Eager,
 the step is launch-bound instead: ~38 kernels per layer x 16 layers ≈ 600 launches at ~10 µs of
-Python and dispatcher each ≈ 6-7 ms (7.42 ms measured on an H100 on a first try).
+Python and dispatcher each: several ms per token (napkin math; the committed report will give the figure).
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
