@@ -273,10 +273,21 @@ def _refused_option(argv: list[str], pair_file: Path) -> str | None:
     return None
 
 
-def skipped_result(c: int, name: str, pair, device_type: str) -> dict:
+def cannot_run_here(pair, device_type: str) -> str | None:
+    """Why a pair cannot run on this machine (a device, a package, too few GPUs), or None: said before any
+    process starts."""
+    import torch
     missing = pair.baseline.missing_packages()
-    reason = (f"needs the package(s) {', '.join(missing)}, not installed here" if missing else
-              f"needs {' or '.join(pair.devices).upper()}; this run is on {device_type.upper()}")
+    if device_type not in pair.devices:
+        return f"needs {' or '.join(pair.devices).upper()}; this run is on {device_type.upper()}"
+    if missing:
+        return f"needs the package(s) {', '.join(missing)}, not installed here"
+    if device_type == "cuda" and pair.nproc > torch.cuda.device_count():
+        return f"needs {pair.nproc} GPUs; {torch.cuda.device_count()} visible"
+    return None
+
+
+def skipped_result(c: int, name: str, pair, reason: str, device_type: str) -> dict:
     return {"chapter": c, "name": name, "bound": pair.bound, "status": "skipped", "error": reason,
             "device_type": device_type, "baseline": None, "variants": []}
 
@@ -343,6 +354,9 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
             if not isinstance(pair, Exception) and device.type not in pair.devices:
                 return fail(f"ch{c}/{name} needs a CUDA GPU and none is visible to PyTorch"
                             if pair.devices == ("cuda",) else f"ch{c}/{name} cannot run on {device.type}")
+            why = None if isinstance(pair, Exception) else cannot_run_here(pair, device.type)
+            if why and "GPUs" in why:
+                return fail(f"ch{c}/{name} {why}")
     outdir, created = None, False
     if not (args.no_report or only_peaks):
         outdir = args.output or new_run_dir(device_name(device))
@@ -456,8 +470,9 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
                             "error": _load_error(pair), "baseline": None, "variants": []})
             print(f"{tag}: FAILED to load: {pair}", file=sys.stderr)
             continue
-        if device.type not in pair.devices or pair.baseline.missing_packages():  # no process, no timeout
-            results.append(skipped_result(c, name, pair, device.type))
+        why = cannot_run_here(pair, device.type)
+        if why:  # no process, no timeout
+            results.append(skipped_result(c, name, pair, why, device.type))
             print(f"{tag}: skipped: {results[-1]['error']}", file=sys.stderr)
             continue
         print(f"{tag} ({pair.bound}-bound, {1 + len(opts)} variants)", file=sys.stderr)

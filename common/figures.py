@@ -1,10 +1,11 @@
 """The report's two figures: speedup.png (every pair, every variant, with its status) and roofline.png.
 
 Both are drawn from a results.json document alone, so a committed report can be redrawn without
-re-measuring (scripts/redraw_figures.py). Colours carry the status and the text says it too:
-green faster, purple slower (an ordinary variant that lost), grey slower by design (pitfall,
-tradeoff) or skipped, red FAILED, orange hatch SUSPECT (its time beat the floor of its workload, so
-no speedup is drawn).
+re-measuring (scripts/redraw_figures.py). This module imports common.report (what a result says:
+statuses, intervals, labels); common.report does not import it (but for a block at its end, kept
+until two callers switch). Colours carry the status and the text says it too: green faster,
+purple slower (an ordinary variant that lost), grey slower by design (pitfall, tradeoff) or skipped,
+red FAILED, orange hatch SUSPECT (its time beat the floor of its workload, so no speedup is drawn).
 """
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 from matplotlib.transforms import blended_transform_factory, offset_copy  # noqa: E402
 
-from common.report import (BY_DESIGN, atomic_write, entries, format_with_ci, interval_rel_halfwidth,  # noqa: E402
-                           pair_key, pair_level_error, run_label, speedup_interval, variant_status)
+from common.files import atomic_write  # noqa: E402
+from common.report import (BY_DESIGN, entries, format_with_ci, interval_rel_halfwidth, pair_key,  # noqa: E402
+                           pair_level_error, run_label, speedup_interval, variant_status)
 
 COLOURS = {"faster": "#2ca02c", "slower": "#9467bd", "by design": "#9e9e9e", "FAILED": "#d62728",
            "SUSPECT": "#e6850e", "skipped": "#7f7f7f"}
@@ -35,6 +37,15 @@ FONT_PT = 8
 CHAR_IN = 0.6 * FONT_PT / 72   # average width of one character at FONT_PT, in inches
 FIG_WIDTH_IN = 10.0
 REASON_CHARS = 95              # a failure reason longer than this is cut in the figure (summary.md has it whole)
+
+
+def write_figures(doc: dict, outdir: Path) -> list[Path]:
+    """speedup.png and roofline.png in `outdir`; returns their paths (report.write_report's `draw`)."""
+    written = []
+    for name, plot in (("speedup.png", plot_speedups), ("roofline.png", plot_roofline)):
+        plot(doc, Path(outdir) / name)
+        written.append(Path(outdir) / name)
+    return written
 
 
 def save_figure(fig, path: Path) -> None:

@@ -40,7 +40,6 @@ class References:
         self.per_call = self.a.per_call()           # includes the declared state (it is not prepared once)
         self._fresh: dict | None = None  # seed B's per-call values, built when first fed
         self.seed_b: int | None = None
-        self.again: dict | None = None   # a second copy of seed A's per-call values, made when needed
 
     @property
     def fresh(self) -> dict:
@@ -61,20 +60,24 @@ class References:
         return self._fresh
 
     def sources(self, which: str) -> dict:
-        """Where seed `which`'s per-call values come from: "a", "b", or "a2" (A's values in other buffers)."""
-        if which == "a":
-            return self.a.inputs
-        if which == "b":
-            return self.fresh
-        if self.again is None:
-            self.again = {k: self.a.inputs[k].clone() for k in self.per_call}
-        return self.again
-
-    def drop_copy(self) -> None:
-        self.again = None
+        """Where seed `which`'s per-call values come from: "a" or "b"."""
+        return self.a.inputs if which == "a" else self.fresh
 
     def own_copy(self) -> "OwnInputs":
         return OwnInputs(self)
+
+
+def rotate_into(dst: torch.Tensor, src: torch.Tensor, shift: int) -> None:
+    """dst = src rotated by `shift` places over its flattened elements, written in place without a
+    temporary (two slice copies: the timed loop feeds up to a GiB this way)."""
+    d, s = dst.view(-1), src.reshape(-1)
+    n = s.numel()
+    k = shift % n if n else 0
+    if k == 0:
+        d.copy_(s)
+        return
+    d[k:].copy_(s[:n - k])
+    d[:k].copy_(s[n - k:])
 
 
 class OwnInputs:
@@ -88,7 +91,7 @@ class OwnInputs:
         if differ:
             raise ContractError(f"{refs.pair.key}: workload(seed) built twice gives different {differ[0]!r}; "
                                 f"draw every input from the seed's generator")
-        self.fed = "a"
+        self.fed, self.shift = "a", None
 
     def swapped(self) -> str | None:
         """An input the variant replaced in the workload, or turned into another class (which could notice
@@ -102,8 +105,8 @@ class OwnInputs:
         """Overwrite the per-call inputs (and the declared state) in place with seed `which`'s values.
 
         With `shift`, every floating-point per-call input gets those values rotated by `shift` places
-        (a new set of the same values for each shift; `shift=0` pays the same rotation and changes
-        nothing). Integer inputs (token ids, lengths) and the declared state are copied as they are.
+        (a new set of the same values for each shift below its size). Integer inputs (token ids,
+        lengths) are copied as they are, and the declared state is left alone.
         """
         swapped = self.swapped()
         if swapped:
@@ -114,25 +117,34 @@ class OwnInputs:
         # data pointer) sees "unchanged" input and is caught returning its old answer.
         with torch.no_grad():
             for k in self.refs.per_call:
-                value = src[k]
+                value, dst = src[k], self.w.inputs[k].data
                 if shift is not None and value.is_floating_point() and k not in self.refs.a.updated:
-                    value = value.reshape(-1).roll(shift).view_as(value)
-                self.w.inputs[k].data.copy_(value)
-        self.fed = which if not shift else "rolled"
+                    rotate_into(dst, value, shift)
+                elif shift is None or k not in self.refs.a.updated:
+                    dst.copy_(value)
+        self.fed, self.shift = (which, None) if not shift else ("rolled", shift)
+
+    def feed_new(self, i: int) -> None:
+        """The i-th value set never fed before (seed B's values rotated by i places), into the per-call
+        inputs only: the timed loop's feed. The declared state is left as the calls update it."""
+        self.feed("b", shift=i)
 
     def expected(self, name: str, which: str) -> torch.Tensor:
+        if which == "rolled":  # what feed_new wrote last: seed B's floating-point values rotated
+            value = self.refs.fresh.get(name, self.refs.a.inputs[name])
+            if name in self.refs.fresh and value.is_floating_point():
+                value = value.reshape(-1).roll(self.shift).view_as(value)
+            return value
         if which == "b" and name in self.refs.fresh:
             return self.refs.fresh[name]
         return self.refs.a.inputs[name]
 
     def modified(self, which: str | None = None) -> list[str]:
         """Inputs (other than the declared state) whose values differ from what was last fed."""
-        which = (which or self.fed).replace("a2", "a")
+        which = which or self.fed
         swapped = self.swapped()
         if swapped:
             return [swapped]
-        if which == "rolled":  # values made for the fed loop only: nothing to compare them with
-            return []
         out = []
         for k in tensor_names(self.refs.a):
             if k in self.refs.a.updated:

@@ -7,7 +7,8 @@ duplex_gbps      256 MiB each way at once, host-to-device and device-to-host on 
 p2p_gbps         with two or more GPUs: a 256 MiB copy from GPU 0 to GPU 1 (a "link" pair's ceiling)
 nccl             with two or more GPUs: NCCL's 256 MiB bf16 all-reduce bus bandwidth and its 8 KiB
                  latency, one process per GPU (common.peaks_collective)
-matmul_tflops    8192^3 matrix products in fp32, tf32, bf16 and fp16 on random data
+matmul_tflops    8192^3 matrix products in fp32, tf32, bf16 and fp16 on random data, and fp8 (e4m3,
+                 torch._scaled_mm with per-tensor scales, bf16 out) where the GPU has fp8 tensor cores
 launch_us        per-call time of a tiny kernel launched back to back
 
 Each is timed exactly as the pairs are (common.timing.time_call): after a
@@ -34,7 +35,7 @@ from common.timing import time_call
 # Per machine, not committed. The test suite points PERF_PEAKS_DIR elsewhere: ceilings measured
 # while the tests load the machine are too low and must never reach a user's cache.
 PEAKS_DIR = Path(os.environ.get("PERF_PEAKS_DIR") or REPO_ROOT / "profiles" / "peaks")
-PEAKS_VERSION = 6  # bump when the method changes: older caches are measured again
+PEAKS_VERSION = 7  # bump when the method changes: older caches are measured again
 
 
 def device_name(device: torch.device) -> str:
@@ -58,6 +59,22 @@ def _matmul_tflops(device, dtype, n, tf32: bool, budget_s) -> float:
         ms = time_call(lambda: torch.mm(a, b), device, budget_s=budget_s, compute_bound=True).median_ms
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
+    return 2 * n**3 / (ms * 1e-3) / 1e12
+
+
+def _fp8_tflops(device, n, budget_s) -> float | None:
+    """The float8 (e4m3) tensor-core rate, or None where the GPU has none (before sm_89) or torch lacks it."""
+    if torch.cuda.get_device_capability(device) < (8, 9) or not hasattr(torch, "float8_e4m3fn"):
+        return None
+    g = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, device=device, generator=g).to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device=device, generator=g).to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt wants
+    one = torch.ones((), device=device)
+    try:
+        ms = time_call(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), device,
+                       budget_s=budget_s, compute_bound=True).median_ms
+    except (RuntimeError, TypeError):  # an older torch or cuBLASLt without this path
+        return None
     return 2 * n**3 / (ms * 1e-3) / 1e12
 
 
@@ -148,7 +165,12 @@ def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dic
             continue  # a CPU has no such matrix units; fp32 stands in below
         rates[prec] = _matmul_tflops(device, dtype, n, tf32, budget_s)
         log(f"  matmul {prec:5s}    {rates[prec]:8.2f} TFLOP/s ({n}^3)")
-    if not on_gpu:
+    if on_gpu:
+        fp8 = _fp8_tflops(device, n, budget_s)
+        if fp8:
+            rates["fp8"] = fp8
+            log(f"  matmul fp8      {fp8:8.2f} TFLOP/s ({n}^3, e4m3, _scaled_mm)")
+    else:
         rates.update(tf32=rates["fp32"], bf16=rates["fp32"], fp16=rates["fp32"])
     peaks["matmul_tflops"] = rates
     peaks["matmul_n"] = n
@@ -198,6 +220,7 @@ def ceiling_for(bound: str, precision: str, peaks: dict, duplex: bool = False) -
                 return key, peaks[key]
     if bound == "link":
         return ("p2p_gbps", peaks["p2p_gbps"]) if "p2p_gbps" in peaks else None
-    if bound == "compute":
-        return f"matmul_tflops.{precision}", peaks["matmul_tflops"].get(precision, peaks["matmul_tflops"]["fp32"])
+    if bound == "compute":  # no stand-in: an fp8 time held against the bf16 rate would read as 2x too good
+        rate = peaks["matmul_tflops"].get(precision)
+        return (f"matmul_tflops.{precision}", rate) if rate else None
     return None  # launch-bound work is compared with its roofline floor instead

@@ -11,10 +11,12 @@ computed earlier, its work escaped the timer), or the ceilings are wrong (measur
 machine was busy). Either way its speedup is not a result: the report marks it SUSPECT with the
 reason.
 
-Device memory's floor applies only to workloads at least 4x the largest cache (the GPU's L2, the
-CPU's last-level cache): a smaller working set can be served from cache faster than from memory,
-and beating a DRAM floor from cache is no fault. The host link and GPU-to-GPU links have no cache
-in front of them, so their floors always apply.
+Device memory's floor counts only the bytes that cannot hide in the largest cache (the GPU's L2, the
+CPU's last level): a call can leave at most that much in cache (outputs not yet written back, inputs
+the feed just wrote), so at least bytes_moved - cache must cross device memory, whatever the working
+set. (It once applied only to working sets of 4x the cache, which let a reusing variant move 2x its
+bytes "from cache" unnoticed.) The host link and GPU-to-GPU links have no cache in front of them, so
+their floors count every byte.
 
 A compute-bound baseline is also held to its FLOP floor (flops / the matmul rate of its precision): that floor
 describes the baseline's algorithm. A variant may change the algorithm (fewer FLOPs, a cheaper
@@ -69,8 +71,11 @@ def floors_ms(w: Workload, bound: str, peaks: dict, precision: str, algorithm_fi
     """[(description, floor in ms)] that apply to one call; `cache` is the largest cache's size in bytes."""
     out = []
     bw = bandwidth_for(bound, w, peaks) if w.bytes_moved else None
-    if bw and (bw[0] != "copy_gbps" or w.bytes_moved >= CACHE_FACTOR * cache):
-        out.append((f"{w.bytes_moved / 1e6:.4g} MB at {bw[1]:.4g} GB/s ({bw[0]})", w.bytes_moved / (bw[1] * 1e9) * 1e3))
+    must = max(0, w.bytes_moved - cache) if bw and bw[0] == "copy_gbps" else w.bytes_moved
+    if bw and must > 0:
+        what = (f"{must / 1e6:.4g} MB ({w.bytes_moved / 1e6:.4g} MB less a {cache / 1e6:.4g} MB cache)"
+                if must != w.bytes_moved else f"{must / 1e6:.4g} MB")
+        out.append((f"{what} at {bw[1]:.4g} GB/s ({bw[0]})", must / (bw[1] * 1e9) * 1e3))
     rate = (peaks.get("matmul_tflops") or {}).get(precision)
     if algorithm_fixed and w.flops and rate and bound == "compute":
         out.append((f"{w.flops / 1e9:.4g} GFLOP at {rate:.4g} TFLOP/s ({precision} matmul)", w.flops / (rate * 1e12) * 1e3))
@@ -106,10 +111,18 @@ BUS_FACTOR = {  # nccl-tests' bus bandwidth: busbw = algbw x factor(n), n ranks
 
 def achieved(w: Workload, median_ms: float, bound: str, precision: str, peaks: dict | None,
              cache: int = 0, world_size: int = 1) -> dict:
+    out = _rates_and_share(w, median_ms, bound, precision, peaks, cache, world_size)
+    return no_share_above_ceiling(out, peaks) if peaks else out
+
+
+def _rates_and_share(w: Workload, median_ms: float, bound: str, precision: str, peaks: dict | None,
+                     cache: int, world_size: int) -> dict:
     """Achieved rates and the share of the ceiling for the pair's bound.
 
-    Memory-bound work whose working set fits in cache gets no share of the memory ceiling: a rate
-    served from cache says nothing about DRAM (and would read as more than 100%).
+    A share is printed only where its ceiling applies: memory-bound work whose working set fits in
+    cache gets none (a rate served from cache says nothing about DRAM); a compute-bound variant faster
+    than the matrix units could do its baseline's FLOPs changed the algorithm and is rated on its bytes;
+    a share above 110% (the ceilings' noise) is not printed. `ceiling_note` says why where none is.
     """
     from common.peaks import ceiling_for
 
@@ -118,7 +131,7 @@ def achieved(w: Workload, median_ms: float, bound: str, precision: str, peaks: d
            "gbps": w.bytes_moved / s / 1e9 if w.bytes_moved else None,
            "items_per_s": w.items / s if w.items else None,
            "arithmetic_intensity": w.flops / w.bytes_moved if w.flops and w.bytes_moved else None,
-           "pct_of_ceiling": None, "ceiling": None}
+           "pct_of_ceiling": None, "ceiling": None, "ceiling_note": None}
     if w.collective and w.message_bytes:
         algbw = w.message_bytes / s / 1e9
         out.update(algbw_gbps=algbw, busbw_gbps=algbw * BUS_FACTOR[w.collective](world_size))
@@ -137,12 +150,39 @@ def achieved(w: Workload, median_ms: float, bound: str, precision: str, peaks: d
         out["ceiling"] = "nccl.allreduce_small_us"
         out["pct_of_ceiling"] = 100 * peaks["nccl"]["allreduce_small_us"] / (median_ms * 1e3)
         return out
-    if ceiling is None or (bound == "memory" and w.bytes_moved < CACHE_FACTOR * cache):
+    if ceiling is None:
+        out["ceiling_note"] = (f"no {precision} matmul rate was measured on this device: no share printed"
+                               if bound == "compute" else None)
+        return out
+    if bound == "memory" and w.bytes_moved < CACHE_FACTOR * cache:
+        out["ceiling_note"] = "working set under 4x the cache: a rate served from cache says nothing of DRAM"
         return out
     name, value = ceiling
     rate = out["busbw_gbps"] if bound == "link" and "busbw_gbps" in out else (
         out["gbps"] if bound in ("memory", "transfer", "link") else out["tflops"])
-    if rate is not None:
-        out["ceiling"] = name
-        out["pct_of_ceiling"] = 100 * rate / value
+    if rate is None:
+        return out
+    out["ceiling"], out["pct_of_ceiling"] = name, 100 * rate / value
+    if bound == "compute" and out["pct_of_ceiling"] > 100 * SLACK:
+        # Faster than the matrix units can do the baseline's FLOPs: this variant changed the algorithm
+        # (fewer FLOPs: a diagonal as a broadcast, a structured product). Its FLOP share means nothing;
+        # the bytes it must still move are the bound that applies.
+        fp = out["pct_of_ceiling"]
+        out["ceiling"] = out["pct_of_ceiling"] = None
+        if w.bytes_moved >= CACHE_FACTOR * cache and peaks.get("copy_gbps"):
+            out["ceiling"], out["pct_of_ceiling"] = "copy_gbps", 100 * out["gbps"] / peaks["copy_gbps"]
+        out["ceiling_note"] = (f"the baseline's FLOPs at {fp:.0f}% of the {precision} matmul rate: this variant does "
+                               f"less arithmetic than its baseline, so its share is of the bytes it moves"
+                               + ("" if out["pct_of_ceiling"] is not None else " (too few to rate)"))
+    return out
+
+
+def no_share_above_ceiling(out: dict, peaks: dict) -> dict:
+    """A share above 110% of its ceiling is not a share: it is dropped, and the note says what was measured."""
+    if out.get("pct_of_ceiling") is not None and out["pct_of_ceiling"] > 100 * SLACK:
+        cpu = peaks.get("device_type") == "cpu"
+        out["ceiling_note"] = (f"measured {out['pct_of_ceiling']:.0f}% of {out['ceiling']}: above the ceiling, so "
+                               f"no share is printed" + (" (a CPU's ceilings are measured at smaller sizes and its "
+                                                        "clocks move with load)" if cpu else ""))
+        out["pct_of_ceiling"] = None
     return out

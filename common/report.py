@@ -1,83 +1,30 @@
-"""Write a run's results: results.json, summary.md and two figures, each written atomically; compare two runs.
-
-Atomic means: written to a temporary file in the same folder, flushed to
-disk, then renamed over the target. A run killed at any moment leaves either
-the previous file or the new one, never half of one.
+"""Read a run's results and write them: results.json and summary.md (each written atomically), and compare two runs.
 
 A variant has one status for display (`variant_status`): skipped, FAILED (an
 error or a failed verification), SUSPECT (faster than its workload allows: no
 speedup is shown), pitfall or tradeoff (slower on purpose: never a failure, never
-a win), or ok. Speedups are printed with the digits their 95% interval supports.
-The figures live in common/figures.py; `plot_speedups`, `plot_roofline`,
-`roofline_axes` and `save_figure` can be imported from here as well.
+a win), or ok. Speedups are printed with the digits their 95% interval supports,
+and the interval is a ratio's: both ends positive, however noisy the medians.
+
+The figures are common/figures.py's. It imports this module (for what a result says), so this module
+does not import it: `write_report` draws the figures through the function its caller passes in
+(`draw=common.figures.write_figures`). The block at the end, kept until two callers switch, is the
+exception. Files are written by common/files.py.
 """
 from __future__ import annotations
 
-import json
-import sys
 import math
-import os
-import tempfile
 from pathlib import Path
-from typing import Iterable
+from typing import Callable
+
+# atomic_write and atomic_write_json live in common.files (a leaf); they are named here too for the callers
+# that still import them from this module.
+from common.files import atomic_write, atomic_write_json, finite  # noqa: F401
 
 SCHEMA_VERSION = 1
 REGRESSION_PCT = 5.0          # a change smaller than this is never called a regression, however tight the intervals
 BY_DESIGN = ("pitfall", "tradeoff")   # variant kinds that are slower on purpose
-
-
-# ----------------------------------------------------------------------------- files
-def _umask() -> int:
-    """The process umask, read without changing it where the OS allows (os.umask sets it as it reads it)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: Path, chunks: Iterable[str | bytes]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        # mkstemp creates the file 0600; a report is for reading, so give it the mode open() would (0644 under umask 022)
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk.encode() if isinstance(chunk, str) else chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_json(path: Path, obj) -> None:
-    atomic_write(path, [json.dumps(_finite(obj), indent=2, default=_json_default) + "\n"])
-
-
-def _json_default(o):
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"{type(o).__name__} is not JSON serializable")
-
-
-def _finite(obj):
-    """JSON has no NaN/Inf: write null instead, so every reader can load the file."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_finite(v) for v in obj]
-    return obj
+CEILING_NOISE_PCT = 110.0     # a share up to this is printed (the ceilings' own noise); above it, none (physics.SLACK)
 
 
 # ----------------------------------------------------------------------------- schema
@@ -166,20 +113,28 @@ def pair_failures(pair: dict) -> list[str]:
 
 
 def speedup_interval(base: dict | None, v: dict) -> tuple[float, float] | None:
-    """The speedup's 95% interval: the harness's `speedup_ci`, else from both medians' intervals
-    (each median ± half its CI width, the worst case of the ratio). The harness computes `speedup_ci`
-    with this function too, so reports old and new read alike."""
+    """The speedup's 95% interval, both ends positive: the harness's `speedup_ci` where it is one, else from
+    both medians' intervals. The harness computes `speedup_ci` with this function too, so reports old and
+    new read alike.
+
+    A median m whose interval is h·m either side (h = median_ci_pct / 200) is read as m/(1+h) .. m·(1+h):
+    times and their ratios are multiplicative, and m - h·m is no time once h reaches 1 (a noisy CPU
+    baseline once gave "0.1× (-0.3–1.1)"). To first order it is m ± h·m. The ratio of two such medians
+    lies within s/((1+hb)(1+hv)) .. s·(1+hb)(1+hv)."""
     s = v.get("speedup")
-    if not s:
+    if not s or not math.isfinite(s) or s <= 0:
         return None
-    if v.get("speedup_ci"):
-        lo, hi = v["speedup_ci"]
-        return float(lo), float(hi)
+    stored = v.get("speedup_ci")
+    if stored and all(isinstance(x, (int, float)) and math.isfinite(x) for x in stored) and \
+            0 < stored[0] <= s * (1 + 1e-9) and stored[1] >= s * (1 - 1e-9):
+        return float(stored[0]), float(stored[1])
+    # a stored interval with a non-positive end (written before the multiplicative form): rebuilt from the medians
     hb = ((base or {}).get("median_ci_pct") or 0) / 200
     hv = (v.get("median_ci_pct") or 0) / 200
-    if not (hb or hv) or hv >= 1:
+    factor = (1 + hb) * (1 + hv)
+    if factor == 1 or not math.isfinite(factor) or hb < 0 or hv < 0:
         return None
-    return s * (1 - hb) / (1 + hv), s * (1 + hb) / (1 - hv)
+    return s / factor, s * factor
 
 
 def interval_rel_halfwidth(value: float, interval: tuple[float, float] | None) -> float | None:
@@ -225,8 +180,14 @@ def speedup_text(v: dict, base: dict | None) -> str:
     decimals = _ci_decimals(s, interval_rel_halfwidth(s, interval))
     text = f"{_round_to(s, decimals)}×"
     if interval:
-        text += f" ({_round_to(interval[0], decimals)}–{_round_to(interval[1], decimals)})"
+        text += f" ({_interval_end(interval[0], decimals)}–{_interval_end(interval[1], decimals)})"
     return text
+
+
+def _interval_end(x: float, decimals: int) -> str:
+    """An end of a speedup's interval at the speedup's decimals, or at its own first significant digit where
+    those would print it as 0 (0.1× (0.05–1.1), not 0.1× (0.0–1.1)): a ratio's end is never 0."""
+    return _round_to(x, max(decimals, -math.floor(math.log10(x)))) if x > 0 else "–"
 
 
 def ci_text(v: dict) -> str:
@@ -268,7 +229,8 @@ def _fmt(x, spec=".3f", none="–"):
 
 
 def summary_markdown(doc: dict) -> str:
-    lines = _header_lines(doc) + _results_table(doc) + _details_table(doc) + _overlap_table(doc)
+    notes = _Notes()
+    lines = _header_lines(doc) + _results_table(doc, notes) + _details_table(doc) + _overlap_table(doc, notes)
     lines += _failures_section(doc) + _suspect_section(doc)
     from common.verdict import results_verdicts  # the verdict and next step below half the ceiling
     verdicts = results_verdicts(doc, always=False)
@@ -317,7 +279,71 @@ def _has_peak_memory(doc: dict) -> bool:
     return any(v.get("peak_memory_mb") is not None for p in doc["pairs"] for v in entries(p))
 
 
-def _results_table(doc: dict) -> list[str]:
+def run_device_type(doc: dict) -> str | None:
+    """"cuda" or "cpu": what the run measured (None in a document that does not say)."""
+    return (doc.get("device") or {}).get("type")
+
+
+class _Notes:
+    """The footnotes of summary.md: each distinct text numbered once, in order of first use, the numbers running
+    on through the document; each table lists the ones it used first."""
+
+    def __init__(self):
+        self.texts: list[str] = []
+        self.shown = 0
+
+    def mark(self, text: str) -> str:
+        text = " ".join(str(text).split())
+        if text not in self.texts:
+            self.texts.append(text)
+        return f" [{self.texts.index(text) + 1}]"
+
+    def new_lines(self) -> list[str]:
+        """The notes added since the last call, as list items."""
+        lines = [f"- [{i}] {_cell(t)}" for i, t in enumerate(self.texts[self.shown:], self.shown + 1)]
+        self.shown = len(self.texts)
+        return lines
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def bounded_pct(pct: float | None, above_ok: float = CEILING_NOISE_PCT) -> tuple[float | None, str | None]:
+    """(shown, why) for a share that must lie in 0-100%: inside, shown as measured (why None); up to `above_ok`
+    (the noise of what it is measured against) shown as measured, why "noise"; above that ("above") or
+    below 0 ("below") not shown (None). The caller words the note for `why`."""
+    if pct is None or not math.isfinite(pct):
+        return None, None
+    if 0 <= pct <= 100:
+        return pct, None
+    if 100 < pct <= above_ok:
+        return pct, "noise"
+    return None, "above" if pct > 100 else "below"
+
+
+def _share_cell(v: dict, notes: _Notes) -> str:
+    """% of ceiling: only a share in 0-100% (up to 110%, the ceilings' noise, with a note); `ceiling_note` as a note."""
+    if variant_status(v)[0] == "SUSPECT":   # no result from it
+        return "–"
+    pct, ceiling = v.get("pct_of_ceiling"), v.get("ceiling") or "its ceiling"
+    shown, why = bounded_pct(pct)
+    cell = _fmt(shown, ".1f")
+    if why == "noise":
+        cell += notes.mark(f"above 100% of the ceiling but within {CEILING_NOISE_PCT - 100:.0f}%: the ceilings are "
+                           f"measured once, with about that much noise of their own")
+    elif why == "above":
+        cell += notes.mark(f"measured {pct:.0f}% of {ceiling}: no share printed (more than "
+                           f"{CEILING_NOISE_PCT - 100:.0f}% above a ceiling means the ceiling does not bound this "
+                           f"workload, or was measured low)")
+    elif why == "below":
+        cell += notes.mark(f"measured {pct:.0f}% of {ceiling}: a share below 0% is no share")
+    if v.get("ceiling_note"):
+        cell += notes.mark(v["ceiling_note"])
+    return cell
+
+
+def _results_table(doc: dict, notes: _Notes) -> list[str]:
     memory = _has_peak_memory(doc)
     head = "| pair | bound | variant | status | median ms | ± 95% CI | speedup (95% CI) | % of ceiling |"
     rule = "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |"
@@ -337,11 +363,14 @@ def _results_table(doc: dict) -> list[str]:
             name = v["name"] + (" ⚠ escaped stream" if (v.get("wall_check") or {}).get("escaped") else "")
             speedup = "reference" if v is p.get("baseline") and variant_status(v)[0] == "ok" else \
                 speedup_text(v, p.get("baseline"))
-            share = None if variant_status(v)[0] == "SUSPECT" else v.get("pct_of_ceiling")   # no result from it
             row = (f"{start} {name} | {_status_cell(v)} | {_fmt(v.get('median_ms'), '.4g')} | {ci_text(v)} | "
-                   f"{speedup} | {_fmt(share, '.1f')} |")
+                   f"{speedup} | {_share_cell(v, notes)} |")
             lines.append(row + (f" {_fmt(v.get('peak_memory_mb'), '.1f')} |" if memory else ""))
-    return lines
+    footer = notes.new_lines()
+    if run_device_type(doc) == "cpu":
+        footer.append("- % of ceiling on a CPU is rough: a CPU's ceilings are measured at small sizes and its clocks "
+                      "move with load, so a CPU's shares (like its times) check that the code runs; they are not results.")
+    return lines + ([""] + footer if footer else [])
 
 
 def _verification_text(v: dict) -> str:
@@ -369,7 +398,7 @@ def _details_table(doc: dict) -> list[str]:
             "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: |"] + rows
 
 
-def _overlap_table(doc: dict) -> list[str]:
+def _overlap_table(doc: dict, notes: _Notes) -> list[str]:
     overlap = [p for p in doc["pairs"] if p.get("stages") and p.get("baseline")]
     if not overlap:
         return []
@@ -388,8 +417,29 @@ def _overlap_table(doc: dict) -> list[str]:
             tl = f"[png]({v['timeline']})" if v.get("timeline") else "–"
             lines.append(f"| {pair_key(p)} | {stage_text} | {st['serial_ms']:.3f} | "
                          f"{st['ideal_ms']:.3f} | {v['name']} | {v['median_ms']:.4g} | "
-                         f"{_fmt(v.get('overlap_pct_of_ideal'), '.0f')}% | {tl} |")
-    return lines
+                         f"{_overlap_cell(v, notes)} | {tl} |")
+    footer = notes.new_lines()
+    return lines + ([""] + footer if footer else [])
+
+
+def _overlap_cell(v: dict, notes: _Notes) -> str:
+    """The overlap share where it lies in 0-100% (up to 110% with a note: the stages were timed alone, each
+    with its own noise); the variant's `overlap_note`, where it has one, beside it or in its place."""
+    pct = v.get("overlap_pct_of_ideal")
+    shown, why = bounded_pct(pct)
+    cell = "–" if shown is None else f"{shown:.0f}%"
+    if v.get("overlap_note"):
+        cell = f"{cell} ({_cell(v['overlap_note'])})" if shown is not None else _cell(v["overlap_note"])
+    if why == "noise":
+        cell += notes.mark(f"faster than the ideal by up to {CEILING_NOISE_PCT - 100:.0f}%: within the noise of "
+                           f"the stages, each timed alone")
+    elif why == "above":
+        cell += notes.mark(f"measured {pct:.0f}%: faster than the ideal its stages allow, so the stages timed "
+                           f"alone do not describe this variant; no overlap share printed")
+    elif why == "below":
+        cell += notes.mark(f"measured {pct:.0f}%: slower than its stages run one after another, so no overlap "
+                           f"share printed")
+    return cell
 
 
 def _failures_section(doc: dict) -> list[str]:
@@ -412,37 +462,40 @@ def _suspect_section(doc: dict) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- write
-def write_report(doc: dict, outdir: Path) -> list[Path]:
-    """results.json, summary.md, speedup.png, roofline.png. JSON last: its presence means the run finished."""
-    doc = _finite(doc)
+def write_report(doc: dict, outdir: Path, draw: Callable[[dict, Path], list[Path]] | None = None) -> list[Path]:
+    """summary.md, the figures `draw(doc, outdir)` writes (common.figures.write_figures: speedup.png and
+    roofline.png), then results.json: written last, its presence means the run finished."""
+    doc = finite(doc)
     problems = validate_results(doc)
     if problems:
         raise ValueError("results do not follow the schema: " + "; ".join(problems[:5]))
     outdir = Path(outdir)
     atomic_write(outdir / "summary.md", [summary_markdown(doc)])
-    written = [outdir / "summary.md"] + write_figures(doc, outdir)
+    written = [outdir / "summary.md"] + list((draw or _figures_for_old_callers())(doc, outdir))
     atomic_write_json(outdir / "results.json", doc)
     return written + [outdir / "results.json"]
 
 
-def write_figures(doc: dict, outdir: Path) -> list[Path]:
-    """speedup.png and roofline.png in `outdir`; the ones drawn (none without matplotlib)."""
+# ----------------------------------------------------------------------------- until the callers switch
+# The figure functions live in common.figures, which imports this module. Two callers outside this
+# module's owners still reach them through here: common/cli.py (write_report(doc, outdir) without
+# draw=) and ch1/roofline_analysis.py (roofline_axes, save_figure). Once they import common.figures
+# themselves, delete this block: the only import left between the two modules is figures -> report.
+_MOVED_TO_FIGURES = ("plot_speedups", "plot_roofline", "roofline_axes", "save_figure", "write_figures")
+
+
+def _figures_for_old_callers() -> Callable[[dict, Path], list[Path]]:
     try:
-        from common.figures import plot_roofline, plot_speedups
+        from common.figures import write_figures
     except ImportError:
+        import sys
         print("matplotlib is not installed: speedup.png and roofline.png not drawn", file=sys.stderr)
-        return []
-    written = []
-    for name, plot in (("speedup.png", plot_speedups), ("roofline.png", plot_roofline)):
-        plot(doc, Path(outdir) / name)
-        written.append(Path(outdir) / name)
-    return written
+        return lambda doc, outdir: []
+    return write_figures
 
 
 def __getattr__(name: str):
-    """The figure functions, importable from here as before they moved to common.figures (loaded on first use,
-    so a reader of results that never draws does not import matplotlib)."""
-    if name in ("plot_speedups", "plot_roofline", "roofline_axes", "save_figure"):
+    if name in _MOVED_TO_FIGURES:
         from common import figures
         return getattr(figures, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -49,7 +49,7 @@ from common.pair import Pair, Variant, check_workload
 from common.physics import achieved, cache_bytes, suspect_reason
 from common.profiling.capture import count_launches, profile_calls
 from common.report import speedup_interval
-from common.timing import FRESH_RATIO, FRESH_SLACK_MS, L2Scrubber, fresh_vs_repeated_ms, time_call
+from common.timing import L2Scrubber, back_to_back, time_call
 from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, check_inputs_random, looser, responds_to_inputs,
                            snapshot_as_caller, verify_outputs)
 
@@ -287,18 +287,15 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
             stage = "time"
             log(f"  {v.name}: timing")
             t = time_call(fn, device, flush_l2=ctx.scrubber or False, budget_s=ctx.budget_s, agree=ctx.agree,
-                          compute_bound=pair.bound == "compute" and not ctx.quick)
+                          compute_bound=pair.bound == "compute" and not ctx.quick, feed=new_values(own, device))
             entry.update(precision=precision, **t.as_dict())
             checked(lambda: intact(ctx, "while timed"))
             stage = "verify after timing"
             checked(lambda: after_timing(ctx, v, fn, own, flags, precision, t))
-            if device.type == "cuda":  # the variant's own memory: before the check below makes a copy of inputs
+            if device.type == "cuda":
                 entry["peak_memory_mb"] = ctx.memory.mb()
-            stage = "time with new inputs"
-            host_inputs = any(not own.w.inputs[k].is_cuda for k in ctx.refs.per_call)
-            entry["fresh_input_ms"], entry["repeated_input_ms"], in_loop = fresh_vs_repeated_ms(
-                fn, lambda kind, i: own.feed(("a", "b", "a2")[kind], shift=i), device,
-                t.median_ms * 1e-3, ctx.agree, host_inputs=host_inputs)
+            stage = "back to back"
+            in_loop = checked(lambda: back_to_back(fn, lambda: own.feed("b")))
             checked(lambda: in_loop_answer(ctx, v, in_loop, own, flags, precision))
             own.feed("a")
             checked(lambda: intact(ctx, "after timing"))
@@ -307,7 +304,7 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
         entry.update(verified=True, **achieved(ctx.refs.a, t.median_ms, pair.bound, precision, ctx.peaks,
                                               ctx.cache, ctx.world_size))
         entry["suspect"] = suspect_reason(t.median_ms, ctx.refs.a, pair.bound, ctx.peaks, precision, is_base,
-                                          ctx.cache, flop_floor=device.type == "cuda") or reused_results(entry)
+                                          ctx.cache, flop_floor=device.type == "cuda")
         if ctx.stages:
             entry["overlap_pct_of_ideal"] = overlap_pct(t.median_ms, ctx.stages)
         log(f"  {v.name:40s} {t.median_ms:10.4f} ms  (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f}, "
@@ -326,20 +323,32 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
         log(f"  {v.name}: FAILED ({stage}): {type(e).__name__}: {e}")
     finally:
         fn = own = None  # noqa: F841 - drop the variant's state before the next one is built
-        ctx.refs.drop_copy()
         ctx.untouched.restore()
         _free(device)
     return entry
 
 
+def new_values(own: OwnInputs, device: torch.device) -> Callable[[int], None]:
+    """The timed loop's feed: the i-th value set never fed before, written outside the timing."""
+    host_inputs = device.type == "cuda" and any(not own.w.inputs[k].is_cuda for k in own.refs.per_call)
+
+    def feed(i: int) -> None:
+        if host_inputs:  # the previous call's copies may still be reading the host buffers
+            torch.cuda.current_stream().synchronize()
+        own.feed_new(i)
+    return feed
+
+
 def after_timing(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, precision: str, t) -> None:
     """Step d's second half: nothing escaped or changed while timed, and the answer is still right."""
     if t.wall_check and t.wall_check.get("escaped"):
-        raise Failed(f"work escaped the caller's stream: a round of samples took "
-                     f"{t.wall_check['max_wall_over_event_span']:.2f}x longer on the host's clock than its "
+        raise Failed(f"work escaped the caller's stream: the median round of samples took "
+                     f"{t.wall_check['median_wall_over_event_span']:.2f}x longer on the host's clock than its "
                      f"events span (timed again end to end: {t.median_ms:.4g} ms)")
     check_flags(flags, "while timed")
-    modified = own.modified("a")
+    if ctx.device.type == "cuda":
+        torch.cuda.synchronize(ctx.device)
+    modified = own.modified()  # against the value set fed last
     if modified:
         raise Failed(f"while timed: modified input {modified[0]!r}")
     last = call(fn, own, "a", "after timing", flags)
@@ -360,15 +369,6 @@ def in_loop_answer(ctx: Context, v: Variant, out, own: OwnInputs, flags: dict, p
     if not verdict.ok:
         raise Failed(f"a call inside a timing loop, back to back with others, returned a wrong answer: "
                      f"{verdict.message}")
-
-
-def reused_results(entry: dict) -> str | None:
-    """SUSPECT when a loop that feeds new values before every call is much slower than one feeding the same."""
-    fresh, repeated = entry.get("fresh_input_ms"), entry.get("repeated_input_ms")
-    if fresh is None or not repeated or fresh <= FRESH_RATIO * repeated + FRESH_SLACK_MS:
-        return None
-    return (f"with new input values before every call it takes {fresh:.4g} ms per call, {fresh / repeated:.1f}x "
-            f"the {repeated:.4g} ms it takes when fed the same values: it reuses results of earlier calls")
 
 
 def profile_variant(fn, v: Variant, ctx: Context) -> dict:

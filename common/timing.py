@@ -1,21 +1,26 @@
 """Time one prepared call the way a user's loop sees it.
 
-GPU: warm up under sustained load until the per-call time settles; choose how many calls one
-sample covers so that event resolution and launch jitter do not dominate;
-bracket each sample with CUDA events on the current stream without syncing
-between samples (the queue stays full, as in a training loop); optionally
-scrub L2 before each sample; repeat until the median's 95% confidence
-interval is under 1% of it or the time budget is spent.
+GPU: warm up under sustained load until the per-call time settles; then take samples, each bracketed
+by CUDA events on the current stream, without syncing between samples (the queue stays full, as in a
+training loop); repeat until the median's 95% confidence interval is under 1% of it or the time budget
+is spent.
 
-Every round of samples (about 50 ms of work) ends with a device-wide sync, and
-its host wall time is compared with the span its events cover on the caller's
-stream. Work that escapes that stream (a side stream nobody joins) finishes
-after the last event: the wall clock sees it and the events do not. A round
-whose wall time exceeds its event span by more than 5% marks the variant, and
-it is re-timed with a device-wide sync around every sample. (The harness also
-reads each verified output on the caller's stream before a device-wide sync;
-an output still being written by unjoined work fails verification there, see
-common.run.)
+New input values before every sample. A real loop never calls a step twice on the same values, so
+the harness does not either: given `feed`, every sample is one call, and before it `feed(i)` writes a
+value set the variant has never seen into the per-call inputs (then, for memory-bound pairs, L2 is
+scrubbed), both *outside* the sample's events. A variant that keeps results of earlier calls gains
+nothing in the number reported, and the writing of the inputs costs it nothing either. Without `feed`
+(the validation scripts), a sample shorter than 1 ms is a batch of calls on the same values.
+
+Every round of samples (about 50 ms of work) starts with an event recorded before anything else of the
+round and ends with a device-wide sync; its host wall time is compared with the span between that event
+and the round's last one. Work that escapes the caller's stream (a side stream nobody joins) finishes
+after the last event: the wall clock sees it and the events do not. The variant is marked, and re-timed
+with a device-wide sync around every sample, when the *median* round's wall time exceeds its span by
+more than 5% (a single slow round is the host, not the variant: the first round once paid for loading
+the scrubber's kernel, outside the old span). The harness also reads each verified output on the
+caller's stream before a device-wide sync: an output still being written by unjoined work fails
+verification there (common.run).
 
 CPU: the same loop with time.perf_counter.
 """
@@ -56,6 +61,7 @@ class Timing:
     warmup_calls: int
     wall_check: dict | None = None
     gpu_state: dict | None = None   # SM clock, power and temperature read right after the samples
+    fed_new_values: bool = False    # every sample one call on input values it had never seen
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -150,8 +156,8 @@ def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
     return agree(statistics.median(windows[-3:])), 3 + per_window * len(windows)
 
 
-def _calls_per_sample(est_s: float) -> int:
-    if est_s >= SAMPLE_TARGET_S:
+def _calls_per_sample(est_s: float, fed: bool) -> int:
+    if fed or est_s >= SAMPLE_TARGET_S:  # fed: one call per sample, so no call sees the values of another
         return 1
     return max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(SAMPLE_TARGET_S / max(est_s, 1e-7))))
 
@@ -175,19 +181,36 @@ def escaped(wall_s: float, event_span_s: float) -> bool:
     return wall_s > ESCAPE_RATIO * event_span_s + ESCAPE_SLACK_S
 
 
-def _sample_events(fn, device, calls, flush, budget_s, est_s, agree) -> tuple[list[float], dict]:
+class Between:
+    """What runs before each sample, outside its events: new input values, then the L2 scrub."""
+
+    def __init__(self, feed: Callable[[int], Any] | None, flush: Callable[[], Any] | None):
+        self.feed, self.flush, self.fed = feed, flush, 0
+
+    def __call__(self):
+        if self.feed:
+            self.fed += 1
+            self.feed(self.fed)
+        if self.flush:
+            self.flush()
+
+
+def _sample_events(fn, device, calls, between: Between, budget_s, est_s, agree) -> tuple[list[float], dict]:
     """Per-call times from CUDA events, and the rounds' wall-clock check."""
     per_call: list[float] = []
     started = time.perf_counter()
     rnd = _round_size(est_s * calls)
-    rounds, worst, caught = 0, 0.0, False
+    ratios: list[float] = []
     while not _enough(per_call, started, budget_s, agree):
         pending = []
         torch.cuda.synchronize(device)
         t0 = time.perf_counter()
+        # The round's span starts here, before the first feed and scrub: everything the round
+        # launches on the caller's stream lies between this event and the last one.
+        first = torch.cuda.Event(enable_timing=True)
+        first.record()
         for _ in range(rnd):
-            if flush:
-                flush()
+            between()
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
             for _ in range(calls):
@@ -196,21 +219,21 @@ def _sample_events(fn, device, calls, flush, budget_s, est_s, agree) -> tuple[li
             pending.append((s, e))
         torch.cuda.synchronize(device)
         wall = time.perf_counter() - t0
-        span = pending[0][0].elapsed_time(pending[-1][1]) * 1e-3  # first start to last end, gaps included
-        rounds += 1
-        worst = max(worst, wall / span if span > 0 else math.inf)
-        caught = caught or escaped(wall, span)
+        span = first.elapsed_time(pending[-1][1]) * 1e-3
+        ratios.append((wall - ESCAPE_SLACK_S) / span if span > 0 else math.inf)
         per_call.extend(s.elapsed_time(e) * 1e-3 / calls for s, e in pending)
-    return per_call, {"rounds": rounds, "max_wall_over_event_span": worst, "escaped": caught}
+    typical = statistics.median(ratios)
+    return per_call, {"rounds": len(ratios), "median_wall_over_event_span": typical,
+                      "max_wall_over_event_span": max(ratios), "escaped": typical > ESCAPE_RATIO}
 
 
-def _sample_wall(fn, device, calls, flush, budget_s, agree) -> list[float]:
-    """Host clock with a device-wide sync around each sample: slow, but nothing can escape it."""
+def _sample_wall(fn, device, calls, between: Between | None, budget_s, agree) -> list[float]:
+    """Host clock around each sample (with a device-wide sync on a GPU): nothing can escape it."""
     per_call: list[float] = []
     started = time.perf_counter()
     while not _enough(per_call, started, budget_s, agree):
-        if flush:
-            flush()
+        if between:
+            between()
         _sync(device)
         t0 = time.perf_counter()
         for _ in range(calls):
@@ -220,54 +243,14 @@ def _sample_wall(fn, device, calls, flush, budget_s, agree) -> list[float]:
     return per_call
 
 
-FRESH_RATIO = 2.0       # slower by this much on new inputs than on repeated ones: results are reused
-FRESH_SLACK_MS = 0.02   # host noise around a synced loop
-
-
-def fresh_vs_repeated_ms(fn: Callable[[], Any], feed: Callable[[int], Any], device: torch.device, est_s: float,
-                         agree: Callable[[float], float] = lambda x: x,
-                         host_inputs: bool = False) -> tuple[float, float, Any]:
-    """Per-call time of a loop that feeds new input values before every call, and of the same loop
-    feeding the same values every time: (fresh_ms, repeated_ms).
-
-    The timed loop calls `fn` on the same inputs again and again, which a real loop never does: a
-    variant that keeps results of earlier calls (keyed on the inputs' contents, say) is fast there
-    and nowhere else. `feed(kind, i)` writes the inputs: kind 1 a value set never fed before (seed B's
-    values rotated by i), kinds 0 and 2 seed A's values from two different buffers. The new-values loop
-    feeds kind 1 every call; the same-values loop alternates kinds 0 and 2, touching at least as much
-    data, so only reuse separates them. Host-side
-    inputs may still be read by the previous call's copies, so with `host_inputs` each feed first
-    waits for the caller's stream. Rounds of the two loops alternate and the best of each is kept
-    (a busy host only adds time): at least three rounds of each, and up to six while they disagree.
-
-    Returns (fresh_ms, repeated_ms, the output of a last call fed seed 1's values, made from inside this
-    loop as the timed calls are): the caller verifies it, so a variant cannot be right only when it is
-    called from somewhere else than a timing loop.
-    """
-    def loop(alternate: bool, n: int) -> float:
-        _sync(device)
-        t0 = time.perf_counter()
-        for i in range(n):
-            if host_inputs and device.type == "cuda":
-                torch.cuda.current_stream().synchronize()
-            feed(1, i + 1) if alternate else feed(2 if i % 2 else 0, 0)
-            fn()
-        _sync(device)
-        return agree((time.perf_counter() - t0) / n * 1e3)
-
-    # About 50 ms a loop, sized by a fed call (writing the inputs can cost more than the call itself).
-    fed_s = max(est_s, loop(False, 3) * 1e-3)
-    n = int(agree(max(6, min(5000, int(0.05 / max(fed_s, 1e-6))))))
-    fresh = repeated = math.inf
-    for rnd in range(6):  # at least three rounds of each: a noisy round must not clear a variant, nor condemn one
-        repeated = min(repeated, loop(False, n))
-        fresh = min(fresh, loop(True, n))
-        if rnd >= 2 and fresh <= FRESH_RATIO * repeated + FRESH_SLACK_MS:
-            break
-    feed(1, 0)  # seed B's values, as they are
-    for _ in range(3):  # back to back, as in the timed loop
+def back_to_back(fn: Callable[[], Any], feed_b: Callable[[], Any], calls: int = 3) -> Any:
+    """Seed B's values fed once, then `calls` calls back to back, as inside the timed loop: the caller
+    verifies the last answer, so a variant cannot be right only when called from outside a timing loop
+    (or only when called slowly)."""
+    feed_b()
+    for _ in range(calls):
         last = fn()
-    return fresh, repeated, last
+    return last
 
 
 def gpu_state(device: torch.device) -> dict | None:
@@ -298,30 +281,35 @@ def _alone(x: float) -> float:
 
 def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool | Callable[[], Any] = False,
               budget_s: float = 2.0, agree: Callable[[float], float] = _alone,
-              compute_bound: bool = False) -> Timing:
+              compute_bound: bool = False, feed: Callable[[int], Any] | None = None) -> Timing:
     """Median per-call time of `fn` on `device` (see the module docstring for the method).
 
-    `flush_l2` is True (make a scrubber here) or a scrubber made by the caller (so its buffer is
-    allocated outside a variant's memory measurement). `compute_bound` work on a GPU warms up for
+    `feed(i)` writes the i-th new value set into the call's inputs before each sample (outside the
+    timing). `flush_l2` is True (make a scrubber here) or a scrubber made by the caller (so its buffer
+    is allocated outside a variant's memory measurement). `compute_bound` work on a GPU warms up for
     at least COMPUTE_WARMUP_S (see warm_up). `agree` reduces a number across processes (max); the
     default is a single process.
     """
     device = torch.device(device)
     min_warmup_s = COMPUTE_WARMUP_S if compute_bound and device.type == "cuda" else WARMUP_MIN_S
     est, warm = warm_up(fn, device, max(min_warmup_s, min(2.0, budget_s)), agree, min_warmup_s)
-    calls = _calls_per_sample(est)
+    calls = _calls_per_sample(est, fed=feed is not None)
+    flush = (L2Scrubber(device) if flush_l2 is True else flush_l2) or None if device.type == "cuda" else None
+    between = Between(feed, flush)
+    between()  # once before any round: the first feed or scrub can load a kernel (lazy module loading)
+    _sync(device)
     if device.type != "cuda":
-        per_call = _sample_wall(fn, device, calls, None, budget_s, agree)
+        per_call = _sample_wall(fn, device, calls, between, budget_s, agree)
         return summarize(per_call, calls, "cpu_wall", False, warm)
-    flush = (L2Scrubber(device) if flush_l2 is True else flush_l2) or None
-    per_call, check = _sample_events(fn, device, calls, flush, budget_s, est, agree)
+    per_call, check = _sample_events(fn, device, calls, between, budget_s, est, agree)
     state = gpu_state(device)
     check["escaped"] = bool(agree(float(check["escaped"])))
     if check["escaped"]:
-        per_call = _sample_wall(fn, device, calls, flush, budget_s, agree)
+        per_call = _sample_wall(fn, device, calls, between, budget_s, agree)
         timing = summarize(per_call, calls, "wall_sync", flush is not None, warm)
     else:
         timing = summarize(per_call, calls, "cuda_event", flush is not None, warm)
     timing.wall_check = check
     timing.gpu_state = state
+    timing.fed_new_values = feed is not None
     return timing

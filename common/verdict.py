@@ -30,6 +30,10 @@ The thresholds, and why these:
   them (or replay them as a CUDA graph); a compute-bound step that reaches under 50% of the
   matmul peak has matrices too small for the tensor cores: raise the batch size.
 
+Every rule but the host's allocation share reads GPU hardware (SMs, tensor cores, occupancy, L2,
+HBM, kernels): they are given for GPU runs only. A CPU run gets none of them: its figures check that
+the code runs, they are not results, and "fill the tensor cores" is no advice for a CPU.
+
 Run as a script on a harness report: `python common/verdict.py profiles/runs/<run>/results.json`
 prints the verdict and a next step for every optimized variant below half its ceiling.
 """
@@ -59,6 +63,7 @@ class Finding:
     rule: str        # short name of the rule that fired
     evidence: str    # the metric and its threshold, as a reader would quote it
     next_step: str   # what to try
+    gpu: bool = True  # the rule reads GPU hardware: given for GPU runs only
 
     def line(self) -> str:
         return f"- **{self.rule}**: {self.evidence}. Next: {self.next_step}"
@@ -86,6 +91,8 @@ def verdict(m: dict) -> list[Finding]:
       l2_hit_rate_pct.
     Step keys (torch.profiler): gpu_idle_pct, alloc_cpu_pct, kernels_per_step, mean_kernel_us.
     Ceiling keys (harness): bound ("memory"/"compute"/...), pct_of_ceiling.
+    device_type: "cuda" or "cpu"; on anything but a GPU only the rules that do not read GPU hardware are
+      given (absent: the metrics are taken to be a GPU's, as the profilers' kernel metrics are).
     """
     out: list[Finding] = []
     sm, mem = _num(m, "sm_throughput_pct"), _num(m, "memory_throughput_pct")
@@ -127,7 +134,7 @@ def verdict(m: dict) -> list[Finding]:
     if alloc is not None and alloc > ALLOC_SHARE_HIGH_PCT:
         out.append(Finding("allocation on the host", f"{alloc:.0f}% of the CPU time is in allocation "
                            f"(over {ALLOC_SHARE_HIGH_PCT:.0f}%)", "preallocate buffers and reuse them (out=, "
-                           "a static cache), avoid torch.cuda.empty_cache()"))
+                           "a static cache), avoid torch.cuda.empty_cache()", gpu=False))
     nk, mean_us = _num(m, "kernels_per_step"), _num(m, "mean_kernel_us")
     if nk is not None and mean_us is not None and nk > MANY_KERNELS and mean_us < SMALL_KERNEL_US:
         out.append(Finding("many small kernels", f"{nk:.0f} kernels per step averaging {mean_us:.1f} us",
@@ -144,20 +151,32 @@ def verdict(m: dict) -> list[Finding]:
             out.append(Finding(f"{kind} {g}", f"{pct:.0f}% of the measured {kind} ceiling (Triton's grading: "
                                f"good above {BANDWIDTH_GOOD if kind == 'bandwidth' else COMPUTE_GOOD:.0f}%, needs "
                                f"work below {BANDWIDTH_POOR if kind == 'bandwidth' else COMPUTE_POOR:.0f}%)", step))
+    if m.get("device_type", "cuda") != "cuda":
+        out = [f for f in out if not f.gpu]
     return out
+
+
+def device_type(results: dict, pair: dict) -> str | None:
+    """The device a pair ran on: its own `device_type`, else the run's (None in older documents)."""
+    return pair.get("device_type") or (results.get("device") or {}).get("type")
 
 
 def results_verdicts(results: dict, always: bool = True) -> str:
     """Markdown: the verdict and a next step for every verified optimized variant below half its ceiling.
 
-    Baselines are the "before" and pitfall or tradeoff variants are slow by design: neither is listed.
+    Baselines are the "before" and pitfall or tradeoff variants are slow by design: neither is listed; nor is
+    a pair run on a CPU (the rules read GPU hardware, and CPU figures are not results).
     With `always=False` an empty string when no variant qualifies (summary.md then has no such section).
     """
     lines = ["## Verdicts (common/verdict.py)", "",
              f"Optimized variants below {HALF_CEILING_PCT:.0f}% of their ceiling, read against the thresholds in "
              "common/verdict.py.", ""]
-    found = 0
+    found = off_gpu = 0
     for pair in results.get("pairs", []):
+        where = device_type(results, pair)
+        if where not in (None, "cuda"):
+            off_gpu += 1
+            continue
         for v in pair.get("variants", []):
             pct = v.get("pct_of_ceiling")
             if (pct is None or not v.get("verified") or v.get("suspect") or pct >= HALF_CEILING_PCT
@@ -165,7 +184,7 @@ def results_verdicts(results: dict, always: bool = True) -> str:
                 continue
             kernels = v.get("kernels_per_call")
             median = v.get("median_ms")
-            m = {"pct_of_ceiling": pct, "bound": pair.get("bound")}
+            m = {"pct_of_ceiling": pct, "bound": pair.get("bound"), "device_type": where or "cuda"}
             if kernels and median:
                 m.update(kernels_per_step=kernels, mean_kernel_us=1000.0 * median / kernels)
             findings = verdict(m)
@@ -176,7 +195,8 @@ def results_verdicts(results: dict, always: bool = True) -> str:
     if not found:
         if not always:
             return ""
-        lines.append("None.")
+        lines.append("None." + (" Pairs run on a CPU get no verdict: the rules read GPU hardware, and a CPU's figures "
+                                "check that the code runs, they are not results." if off_gpu else ""))
     return "\n".join(lines) + "\n"
 
 

@@ -15,7 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common.report import atomic_write, summary_markdown, validate_results, write_figures  # noqa: E402
+from common.figures import write_figures  # noqa: E402
+from common.files import atomic_write  # noqa: E402
+from common.report import summary_markdown, validate_results  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -79,3 +79,43 @@ def test_compare_profile_writes_a_trace_per_variant(tmp_path):
     assert rc == 0
     traces = sorted(p.name for p in tmp_path.glob("*.trace.json"))
     assert traces == ["ch1__batched_gemm__baseline.trace.json", "ch1__batched_gemm__optimized_batched_gemm.trace.json"]
+
+
+def pip_dry_run(cwd, requirements):
+    """`pip install -r <requirements>` from `cwd`, offline and installing nothing: pip reads the file (and the
+    files it includes) and resolves each requirement against what is installed."""
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--no-deps",
+                           "--disable-pip-version-check", "-r", requirements],
+                          cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_guide_pip_command_works_from_ch1(tmp_path):
+    """The guide's `cd ch1 && pip install -r requirements.txt`, as ch1/README.md quotes it, run (as a dry run):
+    pip reads every requirement of the repository's requirements.txt from it."""
+    import re
+    import sys
+    readme = (ROOT / "ch1" / "README.md").read_text()
+    (folder, path), = set(re.findall(r"`cd (\S+) && pip install -r (\S+)`", readme))
+    expected = [re.match(r"[A-Za-z0-9_.\-]+", line)[0].lower()
+                for line in (ROOT / "requirements.txt").read_text().splitlines()
+                if line.strip() and not line.lstrip().startswith(("#", "-"))]
+    assert expected, "the top-level requirements.txt names no package"
+    proc = pip_dry_run(ROOT / folder, path)
+    out = proc.stdout + proc.stderr
+    assert "Could not open requirements file" not in out, out[-2000:]
+    named = {m.lower() for m in re.findall(r"Requirement already satisfied: ([A-Za-z0-9_.\-]+)", out)}
+    missing = re.search(r"satisfies the requirement ([A-Za-z0-9_.\-]+)", out)
+    if proc.returncode != 0:
+        # offline, pip stops at the first requirement not installed here: the file was still read
+        assert missing and missing[1].lower() in expected, out[-2000:]
+        pytest.skip(f"{missing[1]} is not installed in {sys.prefix}: cannot dry-run the rest offline")
+    assert named == set(expected), out[-2000:]
+    assert "from -r ../requirements.txt" in out   # read through ch1/requirements.txt's include
+
+    # the check can fail: an include that points nowhere stops pip
+    (tmp_path / "ch1").mkdir()
+    (tmp_path / "ch1" / "requirements.txt").write_text("-r ../nowhere.txt\n")
+    broken = pip_dry_run(tmp_path / "ch1", "requirements.txt")
+    assert broken.returncode != 0 and "Could not open requirements file" in broken.stderr

@@ -121,12 +121,33 @@ def _paged_setup():
 def test_paged_and_contiguous_kv_give_the_same_step():
     from ch16.optimized_paged_kv import paged_prepare
     b, w = _paged_setup()
-    ref = b.prepare(w)()
+    contiguous = b.prepare(w)
+    ref = contiguous()
     gather = paged_prepare(w, "attend_gather")
     torch.testing.assert_close(gather(), ref, rtol=1e-5, atol=1e-5)
     # paged memory: each request's length rounded up to a 16-token block, far under max_len
-    assert gather.kv.nbytes < b.prepare(w).kv.nbytes / 2
-    assert "requests" in w.note and "in 16 GiB of KV" in w.note
+    assert gather.kv.nbytes < contiguous.kv.nbytes / 2
+
+
+def test_the_paged_kv_note_reports_the_memory_the_two_layouts_allocate():
+    """The workload's note states each layout's KV per request and how many requests fit in 16 GiB: each number
+    is checked against the KV caches the two variants actually allocate."""
+    import re
+    from ch16.optimized_paged_kv import paged_prepare
+    b, w = _paged_setup()
+    lengths = w.inputs["lengths_list"]
+    m = re.fullmatch(r"(\d+) requests, (\d+)-(\d+) tokens \(mean (\d+)\), max_len (\d+): contiguous ([\d.]+) "
+                     r"MiB/request, paged ([\d.]+) MiB/request; in 16 GiB of KV: (\d+) vs (\d+) requests", w.note)
+    assert m, w.note
+    n, lo, hi, mean, max_len = (int(x) for x in m.groups()[:5])
+    assert (n, lo, hi, max_len) == (len(lengths), min(lengths), max(lengths), w.inputs["setup"]["max_len"])
+    assert mean == round(sum(lengths) / n)
+    per_request = {"contiguous": b.prepare(w).kv.nbytes / n, "paged": paged_prepare(w, "attend_gather").kv.nbytes / n}
+    assert float(m[6]) == pytest.approx(per_request["contiguous"] / 2**20, abs=0.051)
+    assert float(m[7]) == pytest.approx(per_request["paged"] / 2**20, abs=0.051)
+    assert int(m[8]) == 16 * 2**30 // per_request["contiguous"]
+    assert int(m[9]) == int(16 * 2**30 // per_request["paged"])
+    assert int(m[9]) > 2 * int(m[8])   # what paging is for: more requests in the same memory
 
 
 def test_paged_attention_kernel_under_the_triton_interpreter():

@@ -4,7 +4,8 @@ import sys
 import textwrap
 import time
 
-from common.report import atomic_write_json, compare_runs, validate_results
+from common.files import atomic_write_json
+from common.report import compare_runs, validate_results
 from conftest import ROOT
 
 
@@ -49,7 +50,7 @@ def test_results_survive_a_kill_mid_write(tmp_path):
     script = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from common.report import atomic_write
+        from common.files import atomic_write
         def chunks():
             yield '{{"run": "new", "data": ['
             while True:

@@ -1,13 +1,18 @@
 """summary.md, --compare and the figures, on documents shaped like the harness's: every status a variant can have."""
 import copy
+import json
 import os
+import re
 import stat
+import struct
+import zlib
 
 import pytest
 
 from common import figures
-from common.report import (CompareRefused, atomic_write, compare_runs, format_with_ci, summary_markdown,
-                           validate_results, write_report)
+from common.files import atomic_write
+from common.report import (CompareRefused, compare_runs, entries, format_with_ci, pair_key, speedup_interval,
+                           speedup_text, summary_markdown, validate_results, write_report)
 
 H100_CEILINGS = {"copy_gbps": 3008.0, "h2d_gbps": 55.0, "launch_us": 9.2,
                  "matmul_tflops": {"fp32": 51.7, "tf32": 355.0, "bf16": 658.0, "fp16": 636.0}}
@@ -247,15 +252,193 @@ def test_report_files_follow_the_umask(tmp_path, mask, mode):
     assert stat.S_IMODE((tmp_path / "summary.md").stat().st_mode) == mode
 
 
+def png_problem(data: bytes) -> str | None:
+    """Why `data` is not a whole PNG (None when it is): the signature, then every chunk's length and CRC up to IEND."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        return "no PNG signature"
+    at, kinds = 8, []
+    while at + 12 <= len(data):
+        (length,) = struct.unpack(">I", data[at:at + 4])
+        kind, body = data[at + 4:at + 8], data[at + 8:at + 8 + length]
+        (crc,) = struct.unpack(">I", data[at + 8 + length:at + 12 + length] or b"\0\0\0\0")
+        if len(body) != length or zlib.crc32(kind + body) != crc:
+            return f"chunk {kind!r} at byte {at} is cut or corrupt"
+        kinds.append(kind)
+        at += 12 + length
+        if kind == b"IEND":
+            break
+    if kinds[:1] != [b"IHDR"] or b"IDAT" not in kinds or kinds[-1:] != [b"IEND"]:
+        return f"chunks {kinds[:3]}...{kinds[-1:]}: not IHDR ... IDAT ... IEND"
+    return None
+
+
+def test_png_check_catches_a_cut_or_corrupt_file():
+    import io
+    import matplotlib.pyplot as plt
+    fig = plt.figure(figsize=(1, 1))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    good = buf.getvalue()
+    assert png_problem(good) is None
+    assert png_problem(good[:len(good) // 2]) and png_problem(b"GIF89a" + good[6:])
+    flipped = bytearray(good)
+    flipped[60] ^= 0xFF
+    assert png_problem(bytes(flipped))
+
+
 def test_write_report_writes_every_file_readable(tmp_path):
+    """Each file written is read back: results.json parses to the document and follows the schema, summary.md has a
+    row for every pair and entry, and both figures are whole PNGs."""
+    doc = run_with_failures()
     old = os.umask(0o022)
     try:
-        written = write_report(run_with_failures(), tmp_path)
+        written = write_report(doc, tmp_path, draw=figures.write_figures)
     finally:
         os.umask(old)
-    assert {p.name for p in written} == {"summary.md", "speedup.png", "roofline.png", "results.json"}
+    names = {"summary.md", "speedup.png", "roofline.png", "results.json"}
+    assert {p.name for p in written} == names and {p.name for p in tmp_path.iterdir()} == names
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o644 for p in written)
-    assert validate_results(run_with_failures()) == []
+
+    back = json.loads((tmp_path / "results.json").read_text())
+    assert validate_results(back) == [] and back == json.loads(json.dumps(doc))
+
+    md = (tmp_path / "summary.md").read_text()
+    assert md == summary_markdown(doc)
+    rows = [line for line in md.split("## ")[0].splitlines() if line.startswith("| ch")]
+    for p in doc["pairs"]:
+        mine = [r for r in rows if r.startswith(f"| {pair_key(p)} |")]
+        assert mine, pair_key(p)
+        for v in entries(p):
+            assert any(f"| {v['name']} |" in r for r in mine), (pair_key(p), v["name"])
+
+    for name in ("speedup.png", "roofline.png"):
+        assert png_problem((tmp_path / name).read_bytes()) is None, name
+
+
+def test_write_report_without_draw_still_draws_for_callers_not_yet_switched(tmp_path):
+    written = write_report(all_pass_run(), tmp_path)
+    assert {p.name for p in written} == {"summary.md", "speedup.png", "roofline.png", "results.json"}
+    assert png_problem((tmp_path / "speedup.png").read_bytes()) is None
+
+
+def test_figures_import_the_report_and_the_report_not_the_figures(tmp_path):
+    """Imports run downhill: files (a leaf) <- report <- figures. Reading and summarising results loads
+    neither common.figures nor matplotlib."""
+    import ast
+    import subprocess
+    import sys
+    from conftest import ROOT
+    tree = ast.parse((ROOT / "common" / "files.py").read_text())
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + \
+        [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in imported if m and m.split(".")[0] == "common"], imported
+    report_tree = ast.parse((ROOT / "common" / "report.py").read_text())
+    top_level = [n for n in report_tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert not [n for n in top_level if "figures" in ast.dump(n)]
+    (tmp_path / "results.json").write_text(json.dumps(run_with_failures()))
+    code = ("import json, sys; from common.report import compare_runs, summary_markdown, validate_results\n"
+            f"doc = json.load(open({str(tmp_path / 'results.json')!r}))\n"
+            "assert validate_results(doc) == []; summary_markdown(doc); compare_runs(doc, doc)\n"
+            "print(sorted(m for m in sys.modules if m == 'common.figures' or m.startswith('matplotlib')))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr[-2000:]
+    import common.files
+    import common.report
+    assert common.report.atomic_write is common.files.atomic_write   # still importable from the report
+
+
+# ----------------------------------------------------------------------------- numbers that cannot be right
+def cpu_run_with_noisy_numbers():
+    """What a busy CPU gave: a baseline whose median interval is 250% wide, shares of 265% and 104%."""
+    base = entry("baseline", 2.0, ci_pct=250.0, speedup=1.0, pct_of_ceiling=265.0, ceiling="copy_gbps")
+    slow = entry("optimized_copy", 20.0, ci_pct=10.0, speedup=0.1, speedup_ci=[-0.3, 1.1], pct_of_ceiling=104.0,
+                 ceiling="copy_gbps", ceiling_note="working set under 4x the cache: a rate served from cache")
+    below = entry("optimized_copy_neg", 2.0, speedup=1.0, pct_of_ceiling=-3.0, ceiling="copy_gbps")
+    return document([pair("copy", base, [slow, below])], ceilings=CPU_CEILINGS, device="cpu")
+
+
+@pytest.mark.parametrize("base_ci, v_ci", [(0.4, 0.4), (150.0, 1.0), (199.9, 0.0), (200.0, 5.0), (250.0, 10.0),
+                                           (1.0, 200.0), (1.0, 400.0), (900.0, 900.0)])
+@pytest.mark.parametrize("speedup", [0.1, 1.0, 40.0])
+def test_a_speedup_interval_has_two_positive_ends_around_the_speedup(base_ci, v_ci, speedup):
+    base = {"median_ms": 1.0, "median_ci_pct": base_ci}
+    v = {"median_ms": 1.0 / speedup, "median_ci_pct": v_ci, "speedup": speedup, "verified": True}
+    lo, hi = speedup_interval(base, v)
+    assert 0 < lo <= speedup <= hi
+    assert lo * hi == pytest.approx(speedup ** 2)      # multiplicative: as far below as above, in ratio
+    text = speedup_text(v, base)
+    ends = re.fullmatch(r"([0-9.]+)× \(([0-9.]+)–([0-9.]+)\)", text)
+    assert ends, text                                   # no minus sign, an en dash between the ends
+    assert float(ends[2]) > 0 and float(ends[3]) > 0, text
+
+
+def test_a_stored_interval_with_a_negative_end_is_rebuilt_from_the_medians():
+    doc = cpu_run_with_noisy_numbers()
+    p = doc["pairs"][0]
+    lo, hi = speedup_interval(p["baseline"], p["variants"][0])
+    assert 0 < lo < 0.1 < hi
+    (row,) = table_rows(summary_markdown(doc), "optimized_copy")
+    assert "0.10× (0.04–0.24)" in row and "-" not in row.split("|")[7]
+
+
+def test_a_small_interval_end_keeps_a_significant_digit():
+    base = {"median_ms": 1.0, "median_ci_pct": 0.0}
+    v = {"median_ms": 10.0, "median_ci_pct": 0.0, "speedup": 0.1, "speedup_ci": [0.05, 1.1], "verified": True}
+    assert speedup_text(v, base) == "0.1× (0.05–1.1)"
+
+
+def share_cells(md):
+    return {c[2]: c[7] for c in ([x.strip() for x in r.strip("|").split("|")] for r in md.split("## ")[0].splitlines()
+                                 if r.startswith("| ch1/"))}
+
+
+def notes_of(md):
+    return dict(re.findall(r"^- \[(\d+)\] (.*)$", md, re.M))
+
+
+def test_shares_outside_0_to_100_percent_are_not_printed_as_shares():
+    md = summary_markdown(cpu_run_with_noisy_numbers())
+    cells, notes = share_cells(md), notes_of(md)
+    # 265%: not printed; the note gives what was measured
+    mark = re.fullmatch(r"– \[(\d+)\]", cells["baseline"])
+    assert mark and "measured 265% of copy_gbps" in notes[mark[1]]
+    # 104%: within the ceilings' noise, printed as measured with a note; and the variant's ceiling_note
+    marks = re.fullmatch(r"104\.0 \[(\d+)\] \[(\d+)\]", cells["optimized_copy"])
+    assert marks and "noise" in notes[marks[1]] and "served from cache" in notes[marks[2]]
+    mark = re.fullmatch(r"– \[(\d+)\]", cells["optimized_copy_neg"])
+    assert mark and "below 0%" in notes[mark[1]]
+    for cell in cells.values():
+        number = re.match(r"[-0-9.]+", cell)
+        assert not number or 0 <= float(number[0]) <= 110, cell
+    assert "on a CPU is rough" in md
+    assert "on a CPU is rough" not in summary_markdown(all_pass_run())
+
+
+def overlap_run(**variant):
+    st = {"chunks": 4, "stage_ms": {"h2d": 1.0, "compute": 2.0}, "serial_ms": 12.0, "ideal_ms": 9.0}
+    return document([pair("pipe", entry("baseline", 12.0, speedup=1.0, overlap_pct_of_ideal=0.0),
+                          [entry("optimized_pipe", 10.0, speedup=1.2, **variant)], stages=st)])
+
+
+def overlap_cell(md, variant="optimized_pipe"):
+    table = md.split("## Overlap")[1]
+    (row,) = [r for r in table.splitlines() if f"| {variant} |" in r]
+    return [c.strip() for c in row.strip("|").split("|")][6]
+
+
+def test_the_overlap_table_shows_the_variants_overlap_note():
+    assert overlap_cell(summary_markdown(overlap_run(overlap_pct_of_ideal=66.7))) == "67%"
+    note = "the copies share one copy engine, so they serialize"
+    assert overlap_cell(summary_markdown(overlap_run(overlap_pct_of_ideal=66.7, overlap_note=note))) == f"67% ({note})"
+    assert "engine \\| so" in summary_markdown(overlap_run(overlap_note="engine | so"))   # a | would end the cell
+    assert overlap_cell(summary_markdown(overlap_run(overlap_note="no stages apply"))) == "no stages apply"
+    md = summary_markdown(overlap_run(overlap_pct_of_ideal=130.0))
+    mark = re.fullmatch(r"– \[(\d+)\]", overlap_cell(md))
+    assert mark and "measured 130%" in notes_of(md)[mark[1]]
+    md = summary_markdown(overlap_run(overlap_pct_of_ideal=-20.0))
+    mark = re.fullmatch(r"– \[(\d+)\]", overlap_cell(md))
+    assert mark and "slower than its stages run one after another" in notes_of(md)[mark[1]]
 
 
 # ----------------------------------------------------------------------------- figures

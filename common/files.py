@@ -1,0 +1,67 @@
+"""Write a file atomically: every report, result and cache the harness writes goes through here.
+
+Atomic means: written to a temporary file in the same folder, flushed to disk, then renamed over
+the target. A run killed at any moment leaves either the previous file or the new one, never half
+of one. A leaf: it imports nothing from common/, so any module may use it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterable
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where the OS allows (os.umask sets it as it reads it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: Path, chunks: Iterable[str | bytes]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        # mkstemp creates the file 0600; a report is for reading, so give it the mode open() would (0644 under umask 022)
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk.encode() if isinstance(chunk, str) else chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: Path, obj) -> None:
+    atomic_write(path, [json.dumps(finite(obj), indent=2, default=_json_default) + "\n"])
+
+
+def _json_default(o):
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+
+def finite(obj):
+    """JSON has no NaN/Inf: null instead, so every reader can load the file."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [finite(v) for v in obj]
+    return obj

@@ -1,0 +1,58 @@
+"""Verdicts read GPU hardware (tensor cores, SMs, occupancy, L2, HBM): a CPU run gets none of them."""
+import copy
+
+from common import verdict as V
+from common.report import summary_markdown
+
+GPU_WORDS = ("tensor core", "SM ", "occupancy", "L2", "HBM", "CUDA graph", "GPU")
+
+
+def result(device_type, pair_device_type=None):
+    """A compute-bound pair far below its ceiling, with many small kernels: every GPU rule of the report fires."""
+    pair = {"chapter": 1, "name": "tensor_cores", "bound": "compute", "status": "ok",
+            "baseline": {"name": "baseline", "median_ms": 2.0, "speedup": 1.0, "verified": True, "pct_of_ceiling": 5.0},
+            "variants": [{"name": "optimized_tensor_cores_tf32", "median_ms": 1.0, "speedup": 2.0, "verified": True,
+                          "pct_of_ceiling": 12.0, "ceiling": "matmul_tflops.tf32", "kind": "optimized",
+                          "kernels_per_call": 400}]}
+    if pair_device_type:
+        pair["device_type"] = pair_device_type
+    return {"schema_version": 1, "device": {"name": "a device", "type": device_type}, "torch": "2", "cuda": None,
+            "driver": None, "git_commit": "abc", "created": "now", "pairs": [pair]}
+
+
+def test_a_gpu_result_below_its_ceiling_gets_the_tensor_core_verdict():
+    """The control: the same document as the CPU tests below, on a GPU, does get the verdict."""
+    text = V.results_verdicts(result("cuda"))
+    assert "tensor cores" in text and "many small kernels" in text
+    assert "tensor cores" in summary_markdown(result("cuda"))
+
+
+def test_a_cpu_result_gets_no_tensor_core_verdict():
+    for doc in (result("cpu"), result("cuda", pair_device_type="cpu")):
+        assert V.results_verdicts(doc, always=False) == ""
+        md = summary_markdown(doc)
+        assert "## Verdicts" not in md and "tensor cores" not in md
+        neutral = V.results_verdicts(doc)          # the script's output: says why there is none
+        assert "CPU" in neutral and "not results" in neutral
+        assert not any(word in neutral.split("None.")[1] for word in ("tensor core", "occupancy", "L2", "HBM"))
+
+
+def test_the_rules_give_a_cpu_only_what_does_not_read_gpu_hardware():
+    metrics = {"bound": "compute", "pct_of_ceiling": 12, "sm_throughput_pct": 20, "memory_throughput_pct": 10,
+               "achieved_occupancy_pct": 10, "registers_per_thread": 200, "l2_hit_rate_pct": 10,
+               "gpu_idle_pct": 50, "kernels_per_step": 600, "mean_kernel_us": 3, "alloc_cpu_pct": 30}
+    on_gpu = V.verdict(dict(metrics, device_type="cuda"))
+    assert len(on_gpu) >= 5 and on_gpu == V.verdict(metrics)   # no device type: a profiler's GPU metrics
+    on_cpu = V.verdict(dict(metrics, device_type="cpu"))
+    assert [f.rule for f in on_cpu] == ["allocation on the host"]
+    for f in on_cpu:
+        assert not any(word in f.line() for word in GPU_WORDS), f.line()
+
+
+def test_a_mixed_document_keeps_the_gpu_pairs_verdicts_only():
+    doc = result("cuda")
+    cpu_pair = copy.deepcopy(doc["pairs"][0])
+    cpu_pair.update(name="on_cpu", device_type="cpu")
+    doc["pairs"].append(cpu_pair)
+    text = V.results_verdicts(doc)
+    assert "ch1/tensor_cores" in text and "ch1/on_cpu" not in text
