@@ -167,7 +167,7 @@ def main(argv=None) -> dict:
     print("Test 4: batch-size sweep" + (" (graphed step)" if device.type == "cuda" else " (eager step, CPU)"))
     out["test4"] = sweep(device)
     if a.json:
-        from common.report import atomic_write_json
+        from common.files import atomic_write_json
         atomic_write_json(a.json, out)
     return out
 

@@ -7,7 +7,8 @@
 
 The step is a bf16 transformer block (ch13/block.py, d=2048, batch 4 x 2048 tokens) trained forward
 and backward, or chapter 16's llama-1b decode step. Four steps, each writing under the output folder
-(default profiles/runs/<date>-walkthrough-<device>/):
+(default: a new profiles/runs/<YYYYMMDD-HHMMSS>-walkthrough-<device>/ per run, -2, -3, ... when two
+start in the same second):
 
 1. torch.profiler: the top operators by GPU (on a CPU: CPU) time -> top_ops.txt; the share of the step
    the GPU sits idle, kernels per step and their mean duration, the host time spent allocating ->
@@ -29,6 +30,7 @@ import argparse
 import csv
 import datetime
 import io
+import itertools
 import json
 import os
 import pickle
@@ -39,6 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+RUNS_DIR = ROOT / "profiles" / "runs"
 
 import torch  # noqa: E402
 
@@ -62,6 +65,21 @@ ALLOC_OPS = ("aten::empty", "aten::empty_strided", "aten::empty_like", "aten::ze
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def new_run_folder(tag: str, runs: Path | None = None, now: datetime.datetime | None = None) -> Path:
+    """A folder of this run's own, runs/<YYYYMMDD-HHMMSS>-<tag> (UTC, as benchmark.py names its runs), with
+    -2, -3, ... when that exists: created here, so that two runs in the same second never share one."""
+    runs = Path(runs or RUNS_DIR)
+    runs.mkdir(parents=True, exist_ok=True)
+    base = f"{now or datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-{tag}"
+    for n in itertools.count(1):
+        path = runs / (base if n == 1 else f"{base}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
 
 
 # ---------------------------------------------------------------- the step
@@ -398,8 +416,9 @@ def main(argv=None) -> int:
         sync(device)
         torch.cuda.profiler.stop()
         return 0
-    out = a.output or ROOT / "profiles" / "runs" / f"{datetime.date.today()}-walkthrough-{device.type}"
-    out.mkdir(parents=True, exist_ok=True)
+    out = a.output or new_run_folder(f"walkthrough-{device.type}")
+    out.mkdir(parents=True, exist_ok=True)   # --output: the caller's folder, reused as given
+    log(f"writing into {out}")
     child = ["--step", a.step, "--size", size, "--device", a.device, "--compile", a.compile]
     log(f"step 1: torch.profiler over {a.steps} steps of the {desc}")
     table, metrics, cpu_mem = profile_step(step, device, out, a.steps)

@@ -4,7 +4,7 @@ with each symmetric-memory backend (default and NVSHMEM) in its own processes.
     torchrun --nproc_per_node=2 ch4/nvshmem_vs_nccl_benchmark.py            # everything (see below)
     torchrun --nproc_per_node=2 ch4/nvshmem_vs_nccl_benchmark.py --backend NVSHMEM --sizes 4K 64K 1M
     python ch4/nvshmem_vs_nccl_benchmark.py --nproc 2                       # the same, launching torchrun itself
-    options: --output DIR (default profiles/runs/<date>-ch4-allreduce/), --quick, --iters N
+    options: --output DIR (default: a new profiles/runs/<YYYYMMDD-HHMMSS>-ch4-allreduce/), --quick, --iters N
 
 Methods, all on bf16 and all summing one message of S bytes per rank; each call first copies the
 message into its communication buffer (as the chapter's pairs do), then reduces:
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import os
 import statistics
@@ -42,6 +43,7 @@ for _k, _v in MULTICAST_OFF.items():
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+RUNS_DIR = ROOT / "profiles" / "runs"
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -260,6 +262,28 @@ def write(doc: dict, out: Path) -> None:
     print(f"wrote {out / 'allreduce.json'} and {out / 'allreduce.png'}", flush=True)
 
 
+def new_run_folder(tag: str, runs: Path | None = None, now: datetime.datetime | None = None) -> Path:
+    """A folder of this run's own, runs/<YYYYMMDD-HHMMSS>-<tag> (UTC, as benchmark.py names its runs), with
+    -2, -3, ... when that exists: created here, so that two runs in the same second never share one."""
+    runs = Path(runs or RUNS_DIR)
+    runs.mkdir(parents=True, exist_ok=True)
+    base = f"{now or datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-{tag}"
+    for n in itertools.count(1):
+        path = runs / (base if n == 1 else f"{base}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+
+
+def output_folder(args) -> Path:
+    """--output as given (the caller's to reuse), else a new folder of this run's own; printed either way."""
+    out = args.output or new_run_folder("ch4-allreduce")
+    print(f"writing into {out}", flush=True)
+    return out
+
+
 def exit_status(doc: dict) -> int:
     """1 when any result was wrong, or when a GPU run could not measure a symmetric-memory backend."""
     wrong = [r for r in doc["results"] if not r["verified"]]
@@ -281,11 +305,11 @@ def main(argv=None) -> int:
     ap.add_argument("--part", type=Path, help=argparse.SUPPRESS)        # internal: where a part writes its JSON
     ap.add_argument("--symm-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    out = args.output or ROOT / "profiles" / "runs" / f"{datetime.date.today()}-ch4-allreduce"
     passthrough = (["--sizes", *args.sizes] if args.sizes else []) + (["--iters", str(args.iters)] if args.iters else []) \
         + (["--quick"] if args.quick else [])
 
     if "WORLD_SIZE" not in os.environ:       # the driver: one torchrun per backend
+        out = output_folder(args)
         parts = []
         for i, backend in enumerate(("default", "NVSHMEM") if torch.cuda.is_available() else ("default",)):
             part = out / f".part-{backend}.json"
@@ -309,6 +333,7 @@ def main(argv=None) -> int:
         return 0 if all(r["verified"] for r in info["results"]) else 1
     if not rank0:
         return 0 if all(r["verified"] for r in info["results"]) else 1
+    out = output_folder(args)                # rank 0 only: one folder per run
     parts = [info]
     if args.backend is None and not info["symm_unavailable"]:
         # The NVSHMEM backend needs processes that have not allocated symmetric memory yet.

@@ -68,7 +68,12 @@ def apply_flags(flags: dict) -> None:
     m.allow_fp16_reduced_precision_reduction = flags["matmul.allow_fp16_reduced_precision_reduction"]
     torch.backends.cudnn.benchmark = flags["cudnn.benchmark"]
     torch.backends.cudnn.deterministic = flags["cudnn.deterministic"]
-    torch.use_deterministic_algorithms(flags["deterministic_algorithms"])
+    if torch.are_deterministic_algorithms_enabled() != flags["deterministic_algorithms"]:
+        # Only when it changes: the call imports torch._inductor.config (so torch._dynamo), and that import
+        # made while a process group exists keeps the group alive past destroy_process_group: its Gloo
+        # threads then outlive the interpreter and one can abort the rank at exit ("terminate called
+        # without an active exception"; seen in 1 of 6 Gloo test runs, traced to here).
+        torch.use_deterministic_algorithms(flags["deterministic_algorithms"])
     torch.set_default_dtype(getattr(torch, flags["default_dtype"].split(".")[-1]))
     torch.set_autocast_enabled("cpu", flags["autocast.cpu"])
     torch.set_autocast_enabled("cuda", flags["autocast.cuda"])

@@ -6,8 +6,16 @@ compute, copy out). Timed alone, they give
     ideal  = (chunks - 1) x max(stage) + sum(stages)
 the longest stage sets the pace once the pipeline is full, plus one chunk to fill and drain it.
 A variant's overlap is where its time lands between the two (0% serial, 100% ideal).
+
+The share is never returned outside 0-100%. Both bounds come from stages timed alone, each with its
+own noise, so a time up to NOISE_FRAC past a bound is clamped to it (with a note saying so); further
+past, the stages do not describe the variant and there is no share, only overlap_note's reason:
+faster than the ideal means a stage is slower alone than inside the pipeline (a cold cache, a
+collective's own synchronisation, a CPU's clock); slower than serial means the variant adds work.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -26,6 +34,35 @@ def stage_times(pair: Pair, w: Workload, device: torch.device, agree) -> dict | 
             "ideal_ms": (chunks - 1) * max(ms.values()) + total}
 
 
+NOISE_FRAC = 0.05   # how far past a bound a time may land and still count as at the bound
+
+
+def placement(median_ms: float, st: dict) -> tuple[float | None, str | None]:
+    """(share in 0-100% or None, why it was clamped or is missing, or None when it lies inside)."""
+    serial, ideal = st["serial_ms"], st["ideal_ms"]
+    if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in (median_ms, serial, ideal)):
+        return None, "no finite time for the variant or its stages"
+    if serial - ideal <= NOISE_FRAC * serial:
+        return None, (f"serial ({serial:.3g} ms) and ideal ({ideal:.3g} ms) lie within {NOISE_FRAC:.0%} of each "
+                      f"other: one chunk, or one stage dominates; no overlap to measure")
+    pct = 100.0 * (serial - median_ms) / (serial - ideal)
+    if median_ms < ideal * (1 - NOISE_FRAC):
+        return None, (f"{1 - median_ms / ideal:.0%} faster than the stages' ideal overlap: the stages timed alone "
+                      f"are slower than inside the pipeline")
+    if median_ms > serial * (1 + NOISE_FRAC):
+        return None, f"{median_ms / serial - 1:.0%} slower than running the stages one after another"
+    if pct > 100.0:
+        return 100.0, f"measured {pct:.0f}%, within {NOISE_FRAC:.0%} of the ideal time: shown as 100%"
+    if pct < 0.0:
+        return 0.0, f"measured {pct:.0f}%, within {NOISE_FRAC:.0%} of the serial time: shown as 0%"
+    return pct, None
+
+
 def overlap_pct(median_ms: float, st: dict) -> float | None:
-    gap = st["serial_ms"] - st["ideal_ms"]
-    return 100.0 * (st["serial_ms"] - median_ms) / gap if gap > 0 else None
+    """Where median_ms lands between serial (0%) and ideal (100%); always in 0-100%, or None (see overlap_note)."""
+    return placement(median_ms, st)[0]
+
+
+def overlap_note(median_ms: float, st: dict) -> str | None:
+    """Why overlap_pct is clamped or None for this time (None when the share is as measured)."""
+    return placement(median_ms, st)[1]

@@ -185,7 +185,7 @@ def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dic
 def load_or_measure(device: torch.device, refresh: bool = False, peaks_dir: Path = PEAKS_DIR,
                     log=print) -> dict:
     """Cached ceilings for this device, measuring them first if there are none (or `refresh`)."""
-    from common.report import atomic_write_json
+    from common.files import atomic_write_json
 
     path = peaks_path(torch.device(device), peaks_dir)
     if path.exists() and not refresh:

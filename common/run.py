@@ -44,7 +44,7 @@ from common.discover import load_pair
 from common.inputs import SEEDS, InputTampered, OwnInputs, References
 from common.integrity import Snapshot
 from common.numerics import FlagChanged, check_flags, numerics, wanted_flags
-from common.overlap import overlap_pct, stage_times
+from common.overlap import overlap_note, overlap_pct, stage_times
 from common.pair import Pair, Variant, check_workload
 from common.physics import achieved, cache_bytes, suspect_reason
 from common.profiling.capture import count_launches, profile_calls
@@ -307,6 +307,7 @@ def check_and_time(ctx: Context, v: Variant) -> dict:
                                           ctx.cache, flop_floor=device.type == "cuda")
         if ctx.stages:
             entry["overlap_pct_of_ideal"] = overlap_pct(t.median_ms, ctx.stages)
+            entry["overlap_note"] = overlap_note(t.median_ms, ctx.stages)
         log(f"  {v.name:40s} {t.median_ms:10.4f} ms  (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f}, "
             f"n={t.samples}x{t.calls_per_sample}, {t.timer})" + (f"  SUSPECT: {entry['suspect']}" if entry["suspect"] else ""))
     except ExtensionUnavailable as e:  # a kernel this GPU cannot run (TMA before sm_90): not a failure
@@ -493,7 +494,7 @@ def main(argv=None) -> int:
     ap.add_argument("--outdir")
     a = ap.parse_args(argv)
 
-    from common.report import atomic_write_json
+    from common.files import atomic_write_json
     rank0 = int(os.environ.get("RANK", "0")) == 0
 
     def progress(result: dict, doing: dict | None) -> None:

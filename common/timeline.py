@@ -44,7 +44,7 @@ def draw_gantt(trace_path: Path, png_path: Path, title: str) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from common.report import atomic_write
+    from common.files import atomic_write
 
     t0 = min(e["start_us"] for e in events)
     streams = sorted({e["stream"] for e in events}, key=str)

@@ -53,6 +53,8 @@ nvlib="$("$python" -c 'import nvidia.nvshmem, os; print(os.path.join(list(nvidia
 if [[ -n "$nvlib" && -d "$nvlib" ]]; then
   export LD_LIBRARY_PATH="$nvlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+# A variable that is unset here (LD_LIBRARY_PATH in a fresh shell without NVSHMEM's library folder) is not
+# passed: "${!v+set}" tests it without tripping set -u.
 passed=(NVSHMEM_DISABLE_NVLS NCCL_NVLS_ENABLE TORCH_SYMM_MEM_DISABLE_MULTICAST LD_LIBRARY_PATH)
 while IFS='=' read -r name _; do
   [[ "$name" =~ ^(NVSHMEM_|NCCL_|UCX_) && "$name" != NVSHMEM_LAUNCHER && ! " ${passed[*]} " =~ " $name " ]] && passed+=("$name")
@@ -63,7 +65,7 @@ case "$launcher" in
   nvshmrun)
     cmd=(nvshmrun -n "$np" -ppn "$gpus")
     [[ -n "$hostfile" ]] && cmd+=(-f "$hostfile")
-    for v in "${passed[@]}"; do cmd+=(-genv "$v" "${!v}"); done
+    for v in "${passed[@]}"; do if [[ -n "${!v+set}" ]]; then cmd+=(-genv "$v" "${!v}"); fi; done
     ;;
   mpirun)
     export NVSHMEM_BOOTSTRAP=MPI
@@ -71,7 +73,7 @@ case "$launcher" in
     cmd=(mpirun -np "$np" --map-by "ppr:$gpus:node" --bind-to none)
     [[ "$(id -u)" -eq 0 ]] && cmd+=(--allow-run-as-root)
     [[ -n "$hostfile" ]] && cmd+=(--hostfile "$hostfile")
-    for v in "${passed[@]}"; do cmd+=(-x "$v=${!v}"); done
+    for v in "${passed[@]}"; do if [[ -n "${!v+set}" ]]; then cmd+=(-x "$v=${!v}"); fi; done
     ;;
   *)
     echo "error: NVSHMEM_LAUNCHER=$launcher; choose nvshmrun or mpirun" >&2

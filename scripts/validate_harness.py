@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from common.peaks import measure_peaks  # noqa: E402
-from common.report import atomic_write, atomic_write_json  # noqa: E402
+from common.files import atomic_write, atomic_write_json  # noqa: E402
 from common.timing import time_call  # noqa: E402
 
 DEV = torch.device("cuda")

@@ -98,6 +98,17 @@ def test_walkthrough_runs_on_the_cpu(tmp_path, capsys):
         assert all(metric in cmd for metric in NCU_METRICS) and "--capture-child" in cmd
 
 
+def test_two_walkthroughs_started_in_the_same_second_get_a_folder_each(tmp_path):
+    import datetime
+    from ch13.profile_walkthrough import new_run_folder
+    now = datetime.datetime(2026, 3, 4, 5, 6, 7, tzinfo=datetime.timezone.utc)
+    first, second = (new_run_folder("walkthrough-cpu", runs=tmp_path, now=now) for _ in range(2))
+    assert first.name == "20260304-050607-walkthrough-cpu" and second.name == "20260304-050607-walkthrough-cpu-2"
+    assert first.is_dir() and second.is_dir() and sorted(tmp_path.iterdir()) == [first, second]
+    later = new_run_folder("walkthrough-cpu", runs=tmp_path, now=now + datetime.timedelta(seconds=1))
+    assert later.name == "20260304-050608-walkthrough-cpu"
+
+
 CPU_PAIRS = ("checkpointing", "alignment", "softmax", "compile_shapes")  # compile_block and fp8_linear: only their baselines run on a CPU
 
 

@@ -167,12 +167,9 @@ def test_new_pairs_follow_the_contract(name):
         assert len(doc.split()) > 40, f"{v.path.name}: the docstring should explain the version"
     doc = pair.baseline.module.__doc__
     assert "Bound:" in doc and "Napkin math" in doc and "Prepared once" in doc
-    kinds = {v.name: getattr(v.module, "KIND", "optimized") for v in pair.variants}
-    if name == "launch_bounds":
-        assert kinds == {"optimized_launch_bounds_min2": "optimized", "optimized_launch_bounds_min4": "optimized",
-                         "optimized_launch_bounds_min8": "pitfall"}
-    else:
-        assert kinds == {"optimized_smem_prefetch_cp_async": "optimized", "optimized_smem_prefetch_tma": "optimized"}
+    for v in pair.variants:  # a variant slower on purpose says so where a reader starts: its docstring's first word
+        kind = getattr(v.module, "KIND", "optimized")
+        assert (kind == "pitfall") == v.module.__doc__.startswith("Pitfall"), (v.path.name, kind)
     from common import pair as contract
     if hasattr(contract, "check_workload"):  # the declarations (once, updated) name real inputs
         import torch
@@ -200,11 +197,3 @@ def test_smem_prefetch_workload_declares_the_weights_once():
     assert w.once == ("b",)
     n = w.inputs["a"].shape[0]
     assert n % 128 == 0 and w.flops == 2.0 * n**3
-
-
-def test_guide_pip_command_works_from_ch1():
-    """`cd ch1 && pip install -r requirements.txt` (the guide's spelling) installs the repository's requirements."""
-    lines = [line.strip() for line in (CH1 / "requirements.txt").read_text().splitlines()
-             if line.strip() and not line.startswith("#")]
-    assert lines == ["-r ../requirements.txt"]
-    assert (CH1 / ".." / "requirements.txt").resolve() == ROOT / "requirements.txt"

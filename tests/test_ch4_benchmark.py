@@ -1,32 +1,76 @@
 """ch4/nvshmem_vs_nccl_benchmark.py under torchrun on Gloo: the NCCL-equivalent sweep, verified, with
-its JSON and plot; symmetric memory is reported unavailable rather than silently missing."""
+its JSON and plot; symmetric memory is reported unavailable rather than silently missing. Times come
+from a clock the test controls, so the reported times and bandwidths are checked against known values."""
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_allreduce_sweep_on_gloo_writes_verified_json_and_plot(tmp_path):
+# Under torchrun, the benchmark with a clock this test controls: each all-reduce call advances it by a
+# known time, 250 us on rank 0 and 400 us on rank 1, so every reported time and rate is known in advance.
+FAKE_CLOCK = """
+import os, sys, types
+import ch4.nvshmem_vs_nccl_benchmark as bench
+per_call_s = (250e-6, 400e-6)[int(os.environ["RANK"])]
+clock = types.SimpleNamespace(t=1000.0)
+bench.time = types.SimpleNamespace(perf_counter=lambda: clock.t)
+real_methods = bench.methods
+
+def ticking(make):
+    def make_ticking(x):
+        call = make(x)
+        def tick():
+            clock.t += per_call_s
+            return call()
+        return tick
+    return make_ticking
+
+bench.methods = lambda *a: [(name, label, ticking(make)) for name, label, make in real_methods(*a)]
+sys.exit(bench.main(sys.argv[1:]))
+"""
+
+
+def test_allreduce_sweep_on_gloo_reports_the_slowest_ranks_time_and_nccl_tests_bandwidth(tmp_path):
+    shim = tmp_path / "fake_clock.py"
+    shim.write_text(FAKE_CLOCK)
+    out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")  # the Gloo path, even on a GPU machine
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           str(ROOT / "ch4" / "nvshmem_vs_nccl_benchmark.py"), "--sizes", "4K", "64K", "--iters", "3",
-                           "--output", str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+                           str(shim), "--sizes", "4K", "64K", "--iters", "3", "--output", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "symmetric memory is unavailable" in proc.stdout
-    doc = json.loads((tmp_path / "allreduce.json").read_text())
+    doc = json.loads((out / "allreduce.json").read_text())
     assert doc["world_size"] == 2 and doc["dist_backend"] == "gloo"
     assert [(r["method"], r["bytes"]) for r in doc["results"]] == [("gloo", 4096), ("gloo", 65536)]
+    # nccl-tests: algbw = S / t; busbw = algbw x 2(n-1)/n, which is algbw itself for n = 2.
+    # 4096 B / 400 us = 10.24 MB/s; 65536 B / 400 us = 163.84 MB/s (rank 1, the slower, sets t)
+    want_gbps = {4096: 0.01024, 65536: 0.16384}
     for r in doc["results"]:
-        assert r["verified"] and r["us"] > 0
-        assert abs(r["busbw_gbps"] - r["algbw_gbps"]) < 1e-9          # 2(n-1)/n = 1 for n = 2
-        assert abs(r["algbw_gbps"] - r["bytes"] / (r["us"] * 1e-6) / 1e9) < 1e-6 * r["algbw_gbps"]
+        assert r["verified"]
+        assert r["us"] == pytest.approx(400.0, rel=1e-9)
+        assert r["algbw_gbps"] == pytest.approx(want_gbps[r["bytes"]], rel=1e-9)
+        assert r["busbw_gbps"] == pytest.approx(want_gbps[r["bytes"]], rel=1e-9)
     off = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
     assert doc["env"] == {k: os.environ.get(k, v) for k, v in off.items()}   # multicast off unless the caller chose
     assert "default" in doc["symm_unavailable"]
-    assert (tmp_path / "allreduce.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "allreduce.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_two_runs_in_the_same_second_get_a_folder_each(tmp_path):
+    import datetime
+    sys.path.insert(0, str(ROOT))
+    from ch4.nvshmem_vs_nccl_benchmark import new_run_folder
+    now = datetime.datetime(2026, 3, 4, 5, 6, 7, tzinfo=datetime.timezone.utc)
+    first, second = (new_run_folder("ch4-allreduce", runs=tmp_path, now=now) for _ in range(2))
+    assert first.name == "20260304-050607-ch4-allreduce" and second.name == "20260304-050607-ch4-allreduce-2"
+    assert first.is_dir() and second.is_dir() and sorted(tmp_path.iterdir()) == [first, second]
 
 
 def test_sizes_parse_and_sweep_by_device():

@@ -2,15 +2,30 @@
 import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "nvshmem_launch_multinode.sh"
 
 
-def launch(*args, **env):
+def launch(*args, unset=(), **env):
+    base = {k: v for k, v in os.environ.items() if k not in unset}
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=30,
-                          env={**os.environ, **env})
+                          env={**base, **env})
+
+
+def exports(stdout: str) -> dict:
+    cmd = shlex.split(stdout)
+    return {cmd[i + 1].split("=", 1)[0]: cmd[i + 1].split("=", 1)[1] for i, a in enumerate(cmd) if a == "-x"}
+
+
+def fake_python(tmp_path, body: str):
+    """What the script runs as $PYTHON to find NVSHMEM's pip package (nvidia.nvshmem)."""
+    path = tmp_path / "python"
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return str(path)
 
 
 def test_one_node_two_gpus_with_mpirun_uses_the_mpi_bootstrap_and_keeps_multicast_off():
@@ -19,7 +34,7 @@ def test_one_node_two_gpus_with_mpirun_uses_the_mpi_bootstrap_and_keeps_multicas
     assert proc.returncode == 0, proc.stderr
     cmd = shlex.split(proc.stdout)
     assert cmd[0] == "mpirun" and cmd[cmd.index("-np") + 1] == "2" and "ppr:2:node" in cmd
-    exported = {cmd[i + 1].split("=", 1)[0]: cmd[i + 1].split("=", 1)[1] for i, a in enumerate(cmd) if a == "-x"}
+    exported = exports(proc.stdout)
     assert exported["NVSHMEM_BOOTSTRAP"] == "MPI" and exported["NVSHMEM_DISABLE_NVLS"] == "1"
     assert exported["NCCL_NVLS_ENABLE"] == "0" and exported["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
     assert exported["NVSHMEM_REMOTE_TRANSPORT"] == "ibrc"          # the caller's NVSHMEM_* settings travel
@@ -44,3 +59,31 @@ def test_bad_arguments_are_refused():
     assert launch("0", "2", "prog").returncode == 2
     assert launch("1", "2").returncode == 2
     assert launch("--dry-run", "1", "2", "prog", NVSHMEM_LAUNCHER="srun").returncode == 2
+
+
+def test_a_fresh_shell_without_nvshmem_passes_no_ld_library_path(tmp_path):
+    # LD_LIBRARY_PATH unset and a python without site-packages (so no nvidia.nvshmem): nothing to put
+    # on the library path, and set -u must not trip over the unset variable (it did: "!v: unbound variable").
+    no_nvshmem = fake_python(tmp_path, f'exec "{sys.executable}" -I -S "$@"')
+    hosts = tmp_path / "hosts"
+    for launcher, flag in (("mpirun", "-x"), ("nvshmrun", "-genv")):
+        proc = launch("--dry-run", "--hostfile", str(hosts), "2", "8", "prog", unset=("LD_LIBRARY_PATH",),
+                      PYTHON=no_nvshmem, NVSHMEM_LAUNCHER=launcher)
+        assert proc.returncode == 0, proc.stderr
+        cmd = shlex.split(proc.stdout)
+        assert cmd[0] == launcher and cmd[-1] == "prog"
+        passed = [cmd[i + 1] for i, a in enumerate(cmd) if a == flag]
+        assert passed and not any(p.startswith("LD_LIBRARY_PATH") for p in passed), cmd
+        assert any(p.startswith("NVSHMEM_DISABLE_NVLS") for p in passed)
+
+
+def test_nvshmem_library_folder_goes_first_on_ld_library_path(tmp_path):
+    lib = tmp_path / "nvshmem" / "lib"
+    lib.mkdir(parents=True)
+    finds_lib = fake_python(tmp_path, f'echo "{lib}"')
+    proc = launch("--dry-run", "1", "2", "prog", unset=("LD_LIBRARY_PATH",), PYTHON=finds_lib,
+                  NVSHMEM_LAUNCHER="mpirun")
+    assert proc.returncode == 0, proc.stderr
+    assert exports(proc.stdout)["LD_LIBRARY_PATH"] == str(lib)
+    proc = launch("--dry-run", "1", "2", "prog", PYTHON=finds_lib, NVSHMEM_LAUNCHER="mpirun", LD_LIBRARY_PATH="/opt/x")
+    assert exports(proc.stdout)["LD_LIBRARY_PATH"] == f"{lib}:/opt/x"

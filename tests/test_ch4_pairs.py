@@ -2,7 +2,11 @@
 every CPU variant verified by the harness; the symmetric-memory variants are skipped (CUDA only).
 
 The two-process part starts torchrun once on this file (run as a script it is the driver: every
-chapter-4 pair through common.run.run_pair in one process group), rather than once per pair.
+chapter-4 pair through common.run.run_pair in one process group), rather than once per pair. The
+driver also checks that destroy_process_group() really ends the group: a group still referenced
+somewhere keeps its Gloo worker threads past the interpreter's finalization, where one that drops a
+finished collective's tensors aborts the rank ("terminate called without an active exception"), in
+about one run of six; counting the threads catches it every time.
 """
 import json
 import os
@@ -96,6 +100,14 @@ def test_every_ch4_pair_verifies_on_gloo_with_two_processes(tmp_path):
     assert overlap["pipeline_handoff"]["stages"]["chunks"] == 4
 
 
+def _threads() -> int | None:
+    """This process's threads (Linux), or None where /proc cannot tell."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
 def _driver(out: str) -> int:
     """Under torchrun: every chapter-4 pair through the harness's run_pair, in one Gloo group."""
     import torch.distributed as dist
@@ -113,6 +125,7 @@ def _driver(out: str) -> int:
     timed = common.overlap.time_call
     common.overlap.time_call = lambda fn, device, **kw: timed(fn, device, **{**kw, "budget_s": 0.02})
 
+    threads_before = _threads()
     dist.init_process_group("gloo")
     results = []
     for chapter, name, base, opts in select(chapters=[4], root=ROOT):
@@ -132,6 +145,14 @@ def _driver(out: str) -> int:
     if dist.get_rank() == 0:
         Path(out).write_text(json.dumps({"pairs": results}, default=str))
     dist.destroy_process_group()
+    left = _threads()
+    if threads_before is not None and left is not None and left > threads_before:
+        print(f"rank {dist.get_rank() if dist.is_initialized() else os.environ.get('RANK')}: "
+              f"destroy_process_group() left {left - threads_before} thread(s) running: the process group is "
+              f"still referenced, so its Gloo workers outlive the interpreter and can abort the rank at exit "
+              f"(known cause: importing torch._dynamo while the group exists, e.g. through "
+              f"torch.use_deterministic_algorithms in common/numerics.apply_flags)", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
