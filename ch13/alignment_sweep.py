@@ -41,9 +41,12 @@ def main(argv=None) -> int:
     p.add_argument("--dims", type=int, nargs=2, default=(4080, 4112))
     p.add_argument("--out", type=Path, default=ROOT / "profiles" / "runs" / "alignment_sweep")
     a = p.parse_args(argv)
+    if a.out.exists() and not a.out.is_dir():
+        print(f"error: --out {a.out} is a file, not a folder", file=sys.stderr)
+        return 2
     import torch
     if not torch.cuda.is_available():
-        print("error: the sweep times GEMMs on a GPU; none is visible", file=sys.stderr)
+        print("error: the sweep times GEMMs on a GPU; none is visible to PyTorch", file=sys.stderr)
         return 2
     from ch13.baseline_alignment import padded
     from ch13.optimized_alignment_fp8 import FP8, FP8_MAX, quantize_weight

@@ -22,16 +22,26 @@ sys.path.insert(0, str(ROOT))
 SHAPES = [(8192, 14336, 4096), (8192, 4096, 14336), (64, 14336, 4096), (512, 4096, 4096), (2304, 2304, 8192)]
 
 
+def error(message: str) -> int:
+    """One line on stderr and exit status 2: what cannot run here, without a traceback."""
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "profiles" / "runs" / "autotune_sweep")
     a = p.parse_args(argv)
+    if a.out.exists() and not a.out.is_dir():
+        return error(f"--out {a.out} is a file, not a folder")
     import torch
-    import triton.testing
-    from ch13 import triton_kernels as tk
     if not torch.cuda.is_available():
-        print("error: the sweep times Triton kernels on a GPU; none is visible", file=sys.stderr)
-        return 2
+        return error("the sweep times Triton kernels on a GPU; none is visible to PyTorch")
+    try:
+        import triton.testing
+    except ImportError as e:
+        return error(f"the sweep needs Triton, which this Python cannot import ({e})")
+    from ch13 import triton_kernels as tk
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     for m, n, k in SHAPES:

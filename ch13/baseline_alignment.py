@@ -3,7 +3,8 @@
 Workload (GPU): 8192 tokens x 4090 -> 4090, bf16. A row of x is 8180 bytes, so rows start at
 addresses that are multiples of 4 bytes but not of 16: cuBLAS cannot use its kernels that load 16-byte
 vectors (and TMA, which needs 16-byte-aligned strides), and falls back to slower ones.
-On a CPU and --quick: 512 x 250 -> 250, fp32 (a CPU's BLAS cares much less; the pair runs to be checked).
+On a CPU: 512 x 250 -> 250, fp32 (a CPU's BLAS cares much less; the pair runs to be checked).
+At --quick a GPU runs that small shape in bf16: a smoke test that the code runs, not the chapter's result.
 
 Prepared once: W. Per call: x.
 

@@ -4,6 +4,7 @@ Workload: C = A @ B, M = 8192 tokens, K = 4096, N = 14336 (an MLP's up-projectio
 ch13/triton_kernels.py's, the configuration GEMM_CONFIGS' smallest: safe everywhere, and at this size
 each 64 x 64 tile reuses a loaded byte only 64 times (a 128 x 256 tile: ~85), so it runs short of the
 tensor cores' appetite. GPU only.
+At --quick (M = 2048, K = 1024, N = 3584) the pair is a smoke test that the code runs, not the chapter's result.
 
 Per call: A. Prepared once: B.
 

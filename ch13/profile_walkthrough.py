@@ -67,6 +67,12 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def error(message: str) -> int:
+    """One line on stderr and exit status 2: bad input or a missing device, said without a traceback."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
 def new_run_folder(tag: str, runs: Path | None = None, now: datetime.datetime | None = None) -> Path:
     """A folder of this run's own, runs/<YYYYMMDD-HHMMSS>-<tag> (UTC, as benchmark.py names its runs), with
     -2, -3, ... when that exists: created here, so that two runs in the same second never share one."""
@@ -330,7 +336,7 @@ def ncu_step(device, out: Path, child_args: list[str]) -> dict:
     (out / "ncu.csv").write_text(csv_text)
     tops = top_kernels(parse_ncu_csv(csv_text))
     for t in tops:
-        t["verdict"] = [dataclasses_asdict(f) for f in V.verdict(t)]
+        t["verdict"] = [dataclasses_asdict(f) for f in V.verdict(t, device_type=device.type)]
     return {"csv": "ncu.csv", "report": "ncu.ncu-rep", "top_kernels": tops}
 
 
@@ -361,7 +367,7 @@ def nsys_step(device, out: Path, child_args: list[str]) -> dict:
 
 # ---------------------------------------------------------------- report
 def write_report(out: Path, desc: str, device, table: str, metrics: dict, mem: dict, ncu: dict, nsys: dict) -> str:
-    findings = V.verdict(metrics)
+    findings = V.verdict(metrics, device_type=device.type)  # a CPU step gets no GPU rule (tensor cores, kernels)
     lines = [f"# Profile walkthrough: {desc}", "",
              f"Device: {torch.cuda.get_device_name() if device.type == 'cuda' else 'CPU'}; torch {torch.__version__}; "
              f"{datetime.datetime.now().isoformat(timespec='seconds')}", "",
@@ -404,7 +410,21 @@ def main(argv=None) -> int:
     p.add_argument("--skip", nargs="*", default=(), choices=("ncu", "nsys"), help="profilers not to run")
     p.add_argument("--capture-child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
-    device = torch.device(a.device)
+    try:
+        device = torch.device(a.device)
+    except RuntimeError:
+        return error(f"--device {a.device}: not a device PyTorch knows (cuda, cuda:N or cpu)")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return error(f"--device {a.device}: no CUDA GPU is visible to PyTorch (--device cpu runs the walkthrough's "
+                     "small CPU block)")
+    if device.type not in ("cuda", "cpu"):
+        return error(f"--device {a.device}: the walkthrough profiles a CUDA GPU or the CPU")
+    if a.output is not None and not a.capture_child:  # checked before the step is built: a bad folder fails at once
+        try:
+            a.output.mkdir(parents=True, exist_ok=True)   # the caller's folder, reused as given
+        except OSError as e:
+            return error(f"--output {a.output}: cannot use it as the report folder "
+                         f"({'a file is in the way' if isinstance(e, (FileExistsError, NotADirectoryError)) else e})")
     size = a.size or ("full" if device.type == "cuda" else "tiny")
     step, desc = make_step(a.step, size, device, a.compile)
     for _ in range(3):  # warm up: cuBLAS handles, the caching allocator, compilation
@@ -417,7 +437,6 @@ def main(argv=None) -> int:
         torch.cuda.profiler.stop()
         return 0
     out = a.output or new_run_folder(f"walkthrough-{device.type}")
-    out.mkdir(parents=True, exist_ok=True)   # --output: the caller's folder, reused as given
     log(f"writing into {out}")
     child = ["--step", a.step, "--size", size, "--device", a.device, "--compile", a.compile]
     log(f"step 1: torch.profiler over {a.steps} steps of the {desc}")

@@ -9,7 +9,11 @@ For each context L, one request (batch 1 unless --batch) L tokens in, the time o
 with tokens/s and, for the cached step, the share of the bandwidth floor (weights + the KV read,
 over the copy bandwidth given with --copy-gbps, measured by `benchmark.py --peaks`).
 
-    python ch16/kv_cache_sweep.py [--contexts 256 1024 4096] [--out DIR]
+Contexts the model has no positions for are dropped, with a line saying which: a step at context L
+feeds position L, so L must be below the model's max_seq_len (4096 for the ~1B model; 512 for the
+small one, which a CPU or --quick runs, so there the default list stops at 256).
+
+    python ch16/kv_cache_sweep.py [--contexts 256 1024 4000] [--out DIR]
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import time
 import torch
 
 from ch16.decode import capture_graph, served_model, step_work
-from ch16.model import KVCache, decode_step, forward_no_cache, prefill, random_tokens
+from ch16.model import CONFIGS, KVCache, decode_step, forward_no_cache, prefill, random_tokens
 
 
 def median_ms(fn, device, reps: int = 20) -> float:
@@ -39,9 +43,21 @@ def median_ms(fn, device, reps: int = 20) -> float:
     return statistics.median(samples)
 
 
+def supported_contexts(cfg, contexts) -> tuple[list[int], list[int]]:
+    """(kept, dropped): a step at context L writes and reads position L, and the rotary table stops at max_seq_len."""
+    kept = [L for L in contexts if 0 < L < cfg.max_seq_len]
+    return kept, [L for L in contexts if L not in kept]
+
+
 @torch.no_grad()
 def sweep(device, contexts, batch: int, quick: bool, copy_gbps: float | None, reps: int) -> list[dict]:
     model = served_model(device, quick)
+    contexts, dropped = supported_contexts(model.cfg, contexts)
+    if dropped:
+        name = next((n for n, c in CONFIGS.items() if c == model.cfg), "this")
+        print(f"contexts {' '.join(map(str, dropped))} dropped: the {name} model has positions 0-{model.cfg.max_seq_len - 1}"
+              f" and a step at context L uses position L" + (" (the ~1B model runs on a GPU without --quick)"
+                                                            if name == "small" else ""), flush=True)
     rows = []
     for L in contexts:
         prefix = random_tokens(model.cfg, (batch, L), L, device)
@@ -105,7 +121,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=pathlib.Path)
     a = ap.parse_args(argv)
     device = torch.device(a.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("error: ch16/kv_cache_sweep.py --device cuda needs a CUDA GPU; none is visible to PyTorch", file=sys.stderr)
+        return 2
     rows = sweep(device, a.contexts, a.batch, a.quick, a.copy_gbps, a.reps)
+    if not rows:
+        print("error: no context in --contexts fits the model's positions (see the line above)", file=sys.stderr)
+        return 2
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         meta = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__}

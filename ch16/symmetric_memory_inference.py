@@ -458,6 +458,10 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", type=float, default=0.5)
     ap.add_argument("--out", type=pathlib.Path, help="write rank 0's report here (JSON)")
     a = ap.parse_args(argv)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print("error: ch16/symmetric_memory_inference.py --device cuda needs a CUDA GPU; none is visible to PyTorch",
+              file=sys.stderr)
+        return 2
     torch.set_num_threads(1)
     device = torch.device(a.device)
     if "WORLD_SIZE" in os.environ:

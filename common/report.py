@@ -250,7 +250,13 @@ def _header_lines(doc: dict) -> list[str]:
     dev = doc["device"]
     lines = [f"# Results on {run_label(doc)}", ""]
     if doc.get("interrupted"):
-        lines += ["**Interrupted (Ctrl-C): this report covers only the pairs that finished.**", ""]
+        lines += ["**Interrupted (Ctrl-C or SIGTERM): this report covers only the pairs that finished"
+                  + (f"; not run: {', '.join(doc['not_run'])}" if doc.get("not_run") else "") + ".**", ""]
+    if doc.get("quick"):
+        lines += ["**Quick run: smoke-test sizes and 0.3 s of timing per variant. These figures show that the "
+                  "pairs run and verify; they are not the chapters' results (an optimized variant that wins at "
+                  "full size can lose at a size too small to fill the GPU). The chapters' READMEs quote full-size "
+                  "runs.**", ""]
     lines += [f"torch {doc['torch']}, CUDA {doc['cuda'] or '–'}, driver {doc['driver'] or '–'}, "
               f"commit `{doc['git_commit']}`, {doc['created']}" + (" — quick run" if doc.get("quick") else ""), ""]
     host = host_text(doc)
@@ -258,9 +264,10 @@ def _header_lines(doc: dict) -> list[str]:
     peaks = dev.get("ceilings") or {}
     if peaks:
         mm = peaks.get("matmul_tflops", {})
-        lines += ["Measured ceilings: copy {} GB/s, host→device {} GB/s, matmul fp32/tf32/bf16/fp16 {} TFLOP/s, "
+        names = [k for k in ("fp32", "tf32", "bf16", "fp16", "fp8") if mm.get(k)]
+        lines += ["Measured ceilings: copy {} GB/s, host→device {} GB/s, matmul {} {} TFLOP/s, "
                   "launch {} µs.".format(_fmt(peaks.get("copy_gbps"), ".0f"), _fmt(peaks.get("h2d_gbps"), ".1f"),
-                                         " / ".join(_fmt(mm.get(k), ".3g") for k in ("fp32", "tf32", "bf16", "fp16")),
+                                         "/".join(names), " / ".join(_fmt(mm.get(k), ".3g") for k in names),
                                          _fmt(peaks.get("launch_us"), ".2f")), ""]
     return lines
 

@@ -300,7 +300,9 @@ def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool | C
     _sync(device)
     if device.type != "cuda":
         per_call = _sample_wall(fn, device, calls, between, budget_s, agree)
-        return summarize(per_call, calls, "cpu_wall", False, warm)
+        timing = summarize(per_call, calls, "cpu_wall", False, warm)
+        timing.fed_new_values = feed is not None
+        return timing
     per_call, check = _sample_events(fn, device, calls, between, budget_s, est, agree)
     state = gpu_state(device)
     check["escaped"] = bool(agree(float(check["escaped"])))

@@ -1,6 +1,6 @@
 """From profiler metrics to a verdict and a next step: the checklists readers know, written down as code.
 
-A pure function (`verdict(metrics)`) so that the walkthrough, the ncu CSV of any kernel and a harness
+A pure function (`verdict(metrics, device_type)`) so that the walkthrough, the ncu CSV of any kernel and a harness
 report all get the same reading, and so that the thresholds are tested rather than remembered.
 
 The thresholds, and why these:
@@ -8,8 +8,11 @@ The thresholds, and why these:
 - Triton's grading of a kernel against the hardware's ceiling (the performance guide of the
   Triton tutorials): achieved memory bandwidth above 60% of peak is good, below 30% needs work;
   achieved compute above 80% of peak is good, below 50% needs work. Between the two is "fair".
-  Bandwidth gets the lower bar because a streaming kernel rarely passes ~90% of the copy
-  bandwidth (DRAM refresh, page switches), while a large GEMM reaches 80-90% of the matmul peak.
+  The bars are the guide's; this repository's H100 reports give bandwidth no reason for the lower
+  one: chapter 1's coalesced streaming kernel reaches 97.1% of the measured copy bandwidth and its
+  tf32 and bf16 tensor-core GEMMs 87.6% and 88.6% of the measured matmul peak
+  (profiles/h100/ch1/results.json); the vectorized kernel reached 99.5% of copy
+  (profiles/h100/ch1-first-run/results.json).
   "Peak" here is the measured ceiling (`benchmark.py --peaks`), not the datasheet's.
 - Nsight Compute's speed of light: when both the SM and the memory throughput are under 50% of
   peak, no unit is busy: the kernel is latency-bound (too few warps, a dependency chain, a tail
@@ -82,7 +85,7 @@ def _num(m: dict, key: str):
     return None if v is None else float(v)
 
 
-def verdict(m: dict) -> list[Finding]:
+def verdict(m: dict, device_type: str | None = None) -> list[Finding]:
     """The findings for one kernel or one step; empty when nothing is wrong by these rules.
 
     Every key is optional; a rule fires only when its metrics are present.
@@ -91,8 +94,9 @@ def verdict(m: dict) -> list[Finding]:
       l2_hit_rate_pct.
     Step keys (torch.profiler): gpu_idle_pct, alloc_cpu_pct, kernels_per_step, mean_kernel_us.
     Ceiling keys (harness): bound ("memory"/"compute"/...), pct_of_ceiling.
-    device_type: "cuda" or "cpu"; on anything but a GPU only the rules that do not read GPU hardware are
-      given (absent: the metrics are taken to be a GPU's, as the profilers' kernel metrics are).
+    device_type: "cuda" or "cpu", the argument or else a key of `m`; on anything but a GPU only the rules that
+      do not read GPU hardware are given (absent from both: the metrics are taken to be a GPU's, as the
+      profilers' kernel metrics are). A caller that knows its device passes it.
     """
     out: list[Finding] = []
     sm, mem = _num(m, "sm_throughput_pct"), _num(m, "memory_throughput_pct")
@@ -151,7 +155,7 @@ def verdict(m: dict) -> list[Finding]:
             out.append(Finding(f"{kind} {g}", f"{pct:.0f}% of the measured {kind} ceiling (Triton's grading: "
                                f"good above {BANDWIDTH_GOOD if kind == 'bandwidth' else COMPUTE_GOOD:.0f}%, needs "
                                f"work below {BANDWIDTH_POOR if kind == 'bandwidth' else COMPUTE_POOR:.0f}%)", step))
-    if m.get("device_type", "cuda") != "cuda":
+    if (device_type or m.get("device_type") or "cuda") != "cuda":
         out = [f for f in out if not f.gpu]
     return out
 
@@ -184,10 +188,10 @@ def results_verdicts(results: dict, always: bool = True) -> str:
                 continue
             kernels = v.get("kernels_per_call")
             median = v.get("median_ms")
-            m = {"pct_of_ceiling": pct, "bound": pair.get("bound"), "device_type": where or "cuda"}
+            m = {"pct_of_ceiling": pct, "bound": pair.get("bound")}
             if kernels and median:
                 m.update(kernels_per_step=kernels, mean_kernel_us=1000.0 * median / kernels)
-            findings = verdict(m)
+            findings = verdict(m, device_type=where or "cuda")
             if findings:
                 found += 1
                 lines.append(f"### ch{pair.get('chapter')}/{pair['name']} {v['name']} ({pct:.0f}% of {v.get('ceiling') or 'its ceiling'})")
@@ -200,8 +204,32 @@ def results_verdicts(results: dict, always: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
+def main(argv: list[str]) -> int:
+    """The script: 0 with the verdicts printed, 2 with one `error:` line when the report cannot be read."""
+    usage = "usage: python common/verdict.py RESULTS.json (a harness report)"
+    if argv in (["-h"], ["--help"]):
+        print(usage)
+        return 0
+    if len(argv) != 1 or argv[0].startswith("-"):
+        print(f"error: {usage}", file=sys.stderr)
+        return 2
+    try:
+        with open(argv[0]) as f:
+            doc = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        print(f"error: cannot read {argv[0]}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
+        return 2
+    if not isinstance(doc, dict) or not isinstance(doc.get("pairs", []), list):
+        print(f"error: {argv[0]} is not a harness report (results.json: an object with a list of pairs)", file=sys.stderr)
+        return 2
+    try:
+        text = results_verdicts(doc)
+    except (KeyError, TypeError, AttributeError, ValueError) as e:  # keys present but of the wrong kind
+        print(f"error: {argv[0]} is not a harness report: malformed ({type(e).__name__}: {e})", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python common/verdict.py RESULTS.json")
-    with open(sys.argv[1]) as f:
-        print(results_verdicts(json.load(f)))
+    sys.exit(main(sys.argv[1:]))

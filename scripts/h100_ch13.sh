@@ -31,13 +31,13 @@ run_part() {
     pairs)  # peaks first (cached per machine); a torch.profiler trace per variant
       $py benchmark.py --peaks --pair fp8_linear --pair alignment --pair softmax --pair linear_gelu --pair checkpointing \
         --profile torch --output "$work/ch13_pairs" 2>&1 | tee "$work/logs/benchmark_ch13_pairs.log" | grep -v '^      '
-      [ -f "$work/ch13_pairs/results.json" ] && $py ch13/verdict.py "$work/ch13_pairs/results.json" > "$work/ch13_pairs/verdicts.md"
+      [ -f "$work/ch13_pairs/results.json" ] && $py common/verdict.py "$work/ch13_pairs/results.json" > "$work/ch13_pairs/verdicts.md"
       $py ch13/alignment_sweep.py --out "$work/alignment_sweep" 2>&1 | tee "$work/logs/alignment_sweep.log" | tail -3
       cp profiles/peaks/cuda-*.json "$work/" 2>/dev/null ;;
     triton)  # the hand-written Triton GEMMs: persistence, autotuning (and the per-shape sweep)
       $py benchmark.py --pair persistent_gemm --pair autotune_gemm --profile torch --output "$work/ch13_triton" \
         2>&1 | tee "$work/logs/benchmark_ch13_triton.log" | grep -v '^      '
-      [ -f "$work/ch13_triton/results.json" ] && $py ch13/verdict.py "$work/ch13_triton/results.json" > "$work/ch13_triton/verdicts.md"
+      [ -f "$work/ch13_triton/results.json" ] && $py common/verdict.py "$work/ch13_triton/results.json" > "$work/ch13_triton/verdicts.md"
       $py ch13/autotune_sweep.py --out "$work/autotune_sweep" 2>&1 | tee "$work/logs/autotune_sweep.log"
       if command -v ncu >/dev/null; then
         $py benchmark.py --pair softmax --pair persistent_gemm --quick --profile ncu --output "$work/ch13_ncu" \
@@ -56,7 +56,7 @@ run_part() {
     compile)  # the compiled pairs: max-autotune compiles for minutes (prepare_s records how long)
       $py benchmark.py --pair compile_block --pair compile_shapes --profile torch --output "$work/ch13_compile" \
         2>&1 | tee "$work/logs/benchmark_ch13_compile.log" | grep -v '^      '
-      [ -f "$work/ch13_compile/results.json" ] && $py ch13/verdict.py "$work/ch13_compile/results.json" > "$work/ch13_compile/verdicts.md"
+      [ -f "$work/ch13_compile/results.json" ] && $py common/verdict.py "$work/ch13_compile/results.json" > "$work/ch13_compile/verdicts.md"
       $py -m pytest -q tests/test_ch13.py 2>&1 | tee "$work/logs/pytest_ch13_gpu.log" | tail -3 ;;
   esac
 }

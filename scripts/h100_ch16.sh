@@ -3,6 +3,8 @@
 # Usage: scripts/h100_ch16.sh OUTDIR [decode|serving|sweeps|server|all]   (default all; OUTDIR defaults to $OUT)
 # Each part is meant to fit one 10-minute command (unmeasured: the first GPU session finds out); tp_decode is
 # the 2-GPU script's.
+# Each step has its own time limit (so a hung step still leaves the others and the archive); the script
+# exits 1 if any step failed or timed out, after running the rest.
 # What comes back: OUTDIR/ch16_<part>.tar.gz (reports, JSON, figures, logs) and OUTDIR/ch16_<part>.log,
 # few files at the top of OUTDIR, because a device run returns at most 8 files.
 set -uo pipefail
@@ -12,26 +14,31 @@ py=${PYTHON:-python3}
 work=$(mktemp -d)
 mkdir -p "$out" "$work/logs"
 export PYTHONUNBUFFERED=1
+rc=0 failed=""
+step() { local name=$1 limit=$2; shift 2; echo "== $name" >&2
+  timeout "$limit" "$@" > "$work/logs/$name.log" 2>&1; local r=$?
+  grep -v '^      ' "$work/logs/$name.log" | tail -"${TAIL:-12}"; echo "== $name: exit $r" >&2
+  [ $r -eq 0 ] || { rc=1; failed="$failed $name"; }; return 0; }
 run_part() {
   case $1 in
     decode)  # peaks first (cached per machine); three variants compile for a minute or more each
-      $py benchmark.py --peaks --pair decode_graph --output "$work/ch16_decode" \
-        2>&1 | tee "$work/logs/benchmark_ch16_decode.log" | grep -v '^      '
+      TAIL=40 step benchmark_ch16_decode 570 $py benchmark.py --peaks --pair decode_graph --output "$work/ch16_decode"
       cp profiles/peaks/cuda-*.json "$work/" 2>/dev/null ;;
     serving)
-      $py benchmark.py --pair kv_cache --pair speculative --pair paged_kv --pair batching --output "$work/ch16_serving" \
-        2>&1 | tee "$work/logs/benchmark_ch16_serving.log" | grep -v '^      ' ;;
+      TAIL=40 step benchmark_ch16_serving 570 $py benchmark.py --pair kv_cache --pair speculative --pair paged_kv \
+        --pair batching --output "$work/ch16_serving" ;;
     sweeps)
       gbps=$($py -c "import glob,json; print(json.load(open(sorted(glob.glob('profiles/peaks/cuda-*.json'))[-1]))['copy_gbps'])" 2>/dev/null || echo 3000)
-      $py ch16/kv_cache_sweep.py --contexts 128 512 1024 2048 4000 --copy-gbps "$gbps" --out "$work/sweeps" 2>&1 | tee "$work/logs/kv_cache_sweep.log"
-      $py ch16/kv_cache_sweep.py --contexts 512 1024 2048 --batch 4 --copy-gbps "$gbps" --out "$work/sweeps_batch4" 2>&1 | tee "$work/logs/kv_cache_sweep_b4.log"
-      $py ch16/speculative_sweep.py --scales 0 0.25 0.5 1 2 --ks 1 2 4 8 --reps 5 --out "$work/sweeps" 2>&1 | tee "$work/logs/speculative_sweep.log"
-      $py ch16/batching.py --out "$work/sweeps" 2>&1 | tee "$work/logs/batching_sweep.log" ;;
+      step kv_cache_sweep 150 $py ch16/kv_cache_sweep.py --contexts 128 512 1024 2048 4000 --copy-gbps "${gbps:-3000}" --out "$work/sweeps"
+      step kv_cache_sweep_b4 120 $py ch16/kv_cache_sweep.py --contexts 512 1024 2048 --batch 4 --copy-gbps "${gbps:-3000}" --out "$work/sweeps_batch4"
+      step speculative_sweep 180 $py ch16/speculative_sweep.py --scales 0 0.25 0.5 1 2 --ks 1 2 4 8 --reps 5 --out "$work/sweeps"
+      step batching_sweep 120 $py ch16/batching.py --out "$work/sweeps" ;;
     server)  # one rank serves target and draft from one pool (the 2-GPU script runs 2 ranks)
-      $py ch16/symmetric_memory_inference.py --device cuda --out "$work/server_1gpu_small.json" 2>&1 | tee "$work/logs/server_1gpu.log"
-      $py ch16/symmetric_memory_inference.py --device cuda --config llama-1b --depth 2 --prompt 64 --new 32 --k 4 \
-        --out "$work/server_1gpu_1b.json" 2>&1 | tee -a "$work/logs/server_1gpu.log"
-      $py -m pytest -q tests/test_ch16.py 2>&1 | tee "$work/logs/pytest_ch16_gpu.log" | tail -3 ;;
+      step server_1gpu_small 60 $py ch16/symmetric_memory_inference.py --device cuda --out "$work/server_1gpu_small.json"
+      step server_1gpu_1b 180 $py ch16/symmetric_memory_inference.py --device cuda --config llama-1b --depth 2 --prompt 64 \
+        --new 32 --k 4 --out "$work/server_1gpu_1b.json"
+      TAIL=3 step pytest_ch16_gpu 300 $py -m pytest -q tests/test_ch16.py ;;
+    *) echo "unknown part $1 (decode, serving, sweeps, server or all)" >&2; rc=1; failed="$failed $1" ;;
   esac
 }
 if [ "$part" = all ]; then parts="decode serving sweeps server"; else parts=$part; fi
@@ -40,3 +47,5 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=c
 tar -czf "$out/ch16_${part}.tar.gz" -C "$work" .
 cat "$work"/logs/*.log > "$out/ch16_${part}.log" 2>/dev/null
 echo "wrote $out/ch16_${part}.tar.gz"
+[ $rc -eq 0 ] || echo "failed:$failed" >&2
+exit $rc

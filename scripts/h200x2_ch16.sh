@@ -3,23 +3,33 @@
 # (NCCL vs one-shot symmetric-memory all-reduce) and the server (target on GPU 0, draft on GPU 1).
 # Usage: scripts/h200x2_ch16.sh OUTDIR     (OUTDIR defaults to $OUT)
 # NVLink multicast stays off in every process, and nothing here calls a multimem op.
+# Each step has its own time limit; the script exits 1 if any step failed or timed out, after running the rest.
 set -uo pipefail
 out=${1:-${OUT:?usage: scripts/h200x2_ch16.sh OUTDIR}}
 py=${PYTHON:-python3}
 work=$(mktemp -d)
 mkdir -p "$out" "$work/logs"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+rc=0 failed=""
+step() { local name=$1 limit=$2; shift 2; echo "== $name" >&2
+  timeout "$limit" "$@" > "$work/logs/$name.log" 2>&1; local r=$?
+  # the display leaves out the per-sample lines and torchrun's W-prefixed warnings; the log keeps them
+  grep -v -e '^      ' -e '^W[0-9]' "$work/logs/$name.log" | tail -"${TAIL:-12}"; echo "== $name: exit $r" >&2
+  [ $r -eq 0 ] || { rc=1; failed="$failed $name"; }; return 0; }
 nvidia-smi topo -m > "$work/logs/topo.txt" 2>&1
-$py benchmark.py --peaks --pair tp_decode --output "$work/ch16_tp" 2>&1 | tee "$work/logs/benchmark_tp_decode.log" | grep -v '^      '
+TAIL=40 step benchmark_tp_decode 200 $py benchmark.py --peaks --pair tp_decode --output "$work/ch16_tp"
 cp profiles/peaks/cuda-*.json "$work/" 2>/dev/null
 for mode in "" "--allreduce dist" "--no-symmetric"; do
   tag=$(echo "${mode:-symm}" | tr -d ' -')
-  $py -m torch.distributed.run --nproc-per-node 2 ch16/symmetric_memory_inference.py --device cuda $mode \
-    --out "$work/server_2gpu_small_${tag}.json" 2>&1 | tee -a "$work/logs/server_2gpu.log" | grep -v '^W'
+  # $mode unquoted on purpose: it is zero, one or two words
+  step "server_2gpu_small_${tag}" 50 $py -m torch.distributed.run --nproc-per-node 2 ch16/symmetric_memory_inference.py \
+    --device cuda $mode --out "$work/server_2gpu_small_${tag}.json"
 done
-$py -m torch.distributed.run --nproc-per-node 2 ch16/symmetric_memory_inference.py --device cuda --config llama-1b \
-  --depth 2 --prompt 64 --new 32 --k 4 --out "$work/server_2gpu_1b.json" 2>&1 | tee -a "$work/logs/server_2gpu.log" | grep -v '^W'
-$py -m pytest -q tests/test_symmetric_memory_inference.py 2>&1 | tee "$work/logs/pytest_smi.log" | tail -3
+step server_2gpu_1b 120 $py -m torch.distributed.run --nproc-per-node 2 ch16/symmetric_memory_inference.py --device cuda \
+  --config llama-1b --depth 2 --prompt 64 --new 32 --k 4 --out "$work/server_2gpu_1b.json"
+TAIL=3 step pytest_smi 100 $py -m pytest -q tests/test_symmetric_memory_inference.py
 tar -czf "$out/ch16_h200x2.tar.gz" -C "$work" .
 cat "$work"/logs/*.log > "$out/ch16_h200x2.log" 2>/dev/null
 echo "wrote $out/ch16_h200x2.tar.gz"
+[ $rc -eq 0 ] || echo "failed:$failed" >&2
+exit $rc

@@ -202,3 +202,62 @@ def test_split_kv_step_under_the_triton_interpreter():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=200,
                           env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def _run_script(*args, timeout=120, **kw):
+    import subprocess
+    import sys
+    from conftest import ROOT
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def test_kv_cache_sweep_as_the_readme_gives_it_drops_the_contexts_the_model_has_no_positions_for(tmp_path):
+    # The README's command with the default contexts (128 to 4000): on a CPU the small model's rotary table
+    # stops at 512, so 512 and above used to end in an IndexError. Fewer repetitions to stay a few seconds.
+    proc = _run_script("ch16/kv_cache_sweep.py", "--device", "cpu", "--copy-gbps", "3000", "--reps", "2",
+                       "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "contexts 512 1024 2048 4000 dropped" in proc.stdout, proc.stdout
+    rows = json.loads((tmp_path / "kv_cache_sweep.json").read_text())["rows"]
+    assert [r["context"] for r in rows] == [128, 256]
+    assert all(r["no_cache_ms"] > 0 and r["cache_ms"] > 0 and r["floor_ms"] > 0 for r in rows)
+
+
+def test_kv_cache_sweep_with_no_context_the_model_can_hold_says_so(capsys):
+    from ch16 import kv_cache_sweep
+    assert kv_cache_sweep.main(["--device", "cpu", "--contexts", "600", "--reps", "1"]) == 2
+    out, err = capsys.readouterr()
+    assert "contexts 600 dropped" in out and err.startswith("error: no context")
+
+
+def test_kv_cache_sweep_without_a_gpu_says_so_in_one_line():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    proc = _run_script("ch16/kv_cache_sweep.py", "--device", "cuda")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert lines[0].startswith("error:") and "needs a CUDA GPU; none is visible to PyTorch" in lines[0]
+
+
+@pytest.mark.parametrize("script,args", [("scripts/h100_ch16.sh", ["all"]), ("scripts/h200x2_ch16.sh", [])])
+def test_the_session_scripts_exit_1_when_a_step_fails_and_0_when_none_does(tmp_path, script, args):
+    """A stand-in python3 first on PATH that exits with the status it is given: every step runs it, none needs
+    a GPU, and the script's exit status must follow the steps' (the archive is written either way)."""
+    import os
+    import subprocess
+    from conftest import ROOT
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text("#!/bin/sh\necho \"fake python3 $*\"\nexit ${FAKE_PYTHON_RC:-0}\n")
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    for rc, expected in (("1", 1), ("0", 0)):
+        out = tmp_path / f"out{rc}"
+        proc = subprocess.run(["bash", str(ROOT / script), str(out), *args], cwd=ROOT, capture_output=True, text=True,
+                              timeout=60, env={**env, "FAKE_PYTHON_RC": rc})
+        assert proc.returncode == expected, (rc, proc.stdout[-2000:], proc.stderr[-2000:])
+        assert list(out.glob("*.tar.gz")) and "fake python3" in "".join(p.read_text() for p in out.glob("*.log"))
+        if expected:
+            assert "failed:" in proc.stderr

@@ -553,3 +553,17 @@ def test_summary_gives_a_verdict_for_a_variant_below_half_its_ceiling():
                               "pct_of_ceiling": 90.0, "ceiling": "copy_gbps", "kind": "optimized"}]}]}
     text = summary_markdown(doc)
     assert "## Verdicts" in text and "ch1/slow optimized_slow" in text and "optimized_fast (" not in text
+
+
+def test_a_quick_run_says_its_figures_are_not_the_chapters_results():
+    full = summary_markdown(all_pass_run())
+    quick = all_pass_run()
+    quick["quick"] = True
+    md = summary_markdown(quick)
+    assert "not the chapters' results" in md and "not the chapters' results" not in full
+
+
+def test_an_interrupted_run_names_what_did_not_run():
+    doc = all_pass_run()
+    doc.update(interrupted=True, not_run=["ch1/vectorization"])
+    assert "not run: ch1/vectorization" in summary_markdown(doc)

@@ -31,3 +31,29 @@ def test_tiny_calls_are_batched():
     x = torch.randn(4)
     t = time_call(lambda: x.add(1), torch.device("cpu"), budget_s=0.2)
     assert t.calls_per_sample > 1  # a microsecond call is timed over a batch
+
+
+def test_a_call_that_memoizes_gains_nothing_when_fed_new_values():
+    """A call that returns a stored answer for inputs it has seen (2 ms of work otherwise) looks free when
+    timed on repeated values; fed a new value set before every sample, it pays for its work every time."""
+    import time as _time
+
+    x = torch.randn(64)
+    seen = {}
+
+    def memo():
+        key = x.numpy().tobytes()
+        if key not in seen:
+            _time.sleep(0.002)
+            seen[key] = x.sum()
+        return seen[key]
+
+    source = torch.randn(64)
+
+    def feed(i):
+        x.copy_(source.roll(i))
+
+    repeated = time_call(memo, torch.device("cpu"), budget_s=0.3)
+    fresh = time_call(memo, torch.device("cpu"), budget_s=0.3, feed=feed)
+    assert repeated.median_ms < 0.5 and not repeated.fed_new_values
+    assert fresh.median_ms > 1.8 and fresh.fed_new_values and fresh.calls_per_sample == 1
