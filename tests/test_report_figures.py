@@ -517,7 +517,7 @@ def test_the_committed_h100_reports_still_read(drawn):
     """Old results.json files (no host, kind, suspect or speedup_ci) summarise and draw."""
     import json
     from conftest import ROOT
-    doc = json.loads((ROOT / "profiles/h100/ch1/results.json").read_text())
+    doc = json.loads((ROOT / "profiles/h100/archive/ch1-3bfe94c/results.json").read_text())
     md = summary_markdown(doc)
     (row,) = table_rows(md, "optimized_batched_gemm")
     assert "| ok |" in row and "40.1× (" in row
