@@ -79,7 +79,7 @@ def main(argv=None) -> list[dict]:
     if any(r["suspect"] for r in rows):
         invalidate(peaks_path(device), "a measurement beat its roof by more than 10%")
 
-    from common.report import roofline_axes, save_figure
+    from common.figures import roofline_axes, save_figure
     fig, ax = roofline_axes(peaks, f"Roofline of {peaks['device']} (measured ceilings)",
                             precisions={r["precision"] for r in rows}, ridges=True)
     for r in rows:

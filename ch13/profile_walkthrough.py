@@ -6,7 +6,9 @@
     python ch13/profile_walkthrough.py --device cpu --size tiny --output /tmp/w   # what CI runs
 
 The step is a bf16 transformer block (ch13/block.py, d=2048, batch 4 x 2048 tokens) trained forward
-and backward, or chapter 16's llama-1b decode step. Four steps, each writing under the output folder
+and backward, or chapter 16's llama-1b decode step: that is --size full, the default on a GPU. On a CPU the
+default is --size tiny, an fp32 block at d=64 (batch 2 x 32 tokens) or chapter 16's small model: it checks
+that the steps run, its figures are not results. Four steps, each writing under the output folder
 (default: a new profiles/runs/<YYYYMMDD-HHMMSS>-walkthrough-<device>/ per run, -2, -3, ... when two
 start in the same second):
 

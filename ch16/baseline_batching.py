@@ -6,6 +6,8 @@ load sweep), prompts log-normal around 256 tokens, outputs log-normal around 128
 burst and returns every request's generated tokens (padded, int64), so the two schedulers must
 generate exactly the same tokens. Items: generated tokens (tokens/s is the throughput).
 `python ch16/batching.py` sweeps the offered load with Poisson arrivals and gives p50/p99 latency.
+The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
+the pair runs and verifies, and their times are not results.
 
 Bound: memory per decode iteration (the weights, read once for all 16 slots). Napkin math (H100): a
 16-slot decode step ≈ 1.70 GB + 16 x 2048 x 32 KiB (1 GiB of KV, the slabs are read whole) ≈ 0.9 ms,

@@ -2,6 +2,8 @@
 
 Workload: the ~1B model (bf16, 16 layers) on a GPU, one request 1024 tokens in, cache of 1088.
 On a CPU (and --quick): the small model, fp32, context 256 (quick 64).
+The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
+the pair runs and verifies, and their times are not results.
 
 Bound: memory, in principle: at batch 1 every weight is read once per token, 1.70 GB + 36 MB of KV
 ≈ 0.58 ms at the H100's measured ~3.0 TB/s copy bandwidth; that floor is this pair's ceiling. Eager,

@@ -3,6 +3,8 @@
 Workload: the ~1B model (bf16) on a GPU, 4 requests 1024 tokens in, one decode step: the token fed
 this step is appended to the prefix and the model runs over all 1025 positions to get the last
 one's logits. On a CPU (and --quick): the small model, fp32, 2 requests 256 (quick 64) tokens in.
+The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
+the pair runs and verifies, and their times are not results.
 
 Bound: compute, at this size, though the pair is measured against the memory floor of the step it
 should be. Napkin math (H100): 4 x 1025 tokens x 2 x 0.79 GFLOP ≈ 6.5 TFLOP per step ≈ 9 ms at

@@ -5,6 +5,8 @@ Workload: the ~1B model (bf16) on a GPU, 32 requests whose context lengths are d
 small model, fp32, 4 requests of 8-120 tokens, max length 128. One new token per request, each at its
 own position; the call returns the logits (32, vocab). The requests' KV (prefilled from seeded
 prompts) is prepared once; each variant lays it out its own way in prepare().
+The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
+the pair runs and verifies, and their times are not results.
 
 Both layouts' steps are captured as CUDA graphs on a GPU, so launches do not hide the KV reads.
 

@@ -5,6 +5,8 @@ Workload: the ~1B target (bf16) on a GPU, one request with a 128-token prompt, 6
 the target's logits at every generated position (1, n_new, vocab). The target's layers past the
 first `depth` are scaled (speculative.py) so that the optimized variant's early-exit draft has a
 stated acceptance rate; `python ch16/speculative_sweep.py` sweeps it and k.
+The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
+the pair runs and verifies, and their times are not results.
 
 Bound: memory. Napkin math (H100): each token reads the 1.70 GB of weights once, ≈ 0.57 ms at 3 TB/s,
 so 64 tokens ≥ 36 ms alone. The pair's bytes_moved is the floor of any decoder of this target: one

@@ -9,6 +9,8 @@ differs between the variants is the all-reduce itself, not launch overhead.
 Workload: the ~1B model (bf16) on 2 GPUs, one request 1024 tokens in; on CPUs (and --quick) the small
 model, fp32, context 64. Weights are drawn on the CPU from the seed (the same on every rank and in the
 single-process reference), then each rank keeps its shard.
+The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
+the pair runs and verifies, and their times are not results.
 
 Bound: memory per rank, plus the all-reduces' latency. Napkin math (H200, 4.8 TB/s): 0.85 GB of
 weights per rank ≈ 0.18 ms; 32 NCCL all-reduces at ~15-20 µs each ≈ 0.5-0.6 ms: the all-reduce

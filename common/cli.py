@@ -288,8 +288,8 @@ def cannot_run_here(pair, device_type: str) -> str | None:
 
 
 def skipped_result(c: int, name: str, pair, reason: str, device_type: str) -> dict:
-    return {"chapter": c, "name": name, "bound": pair.bound, "status": "skipped", "error": reason,
-            "device_type": device_type, "baseline": None, "variants": []}
+    from common.pair import pair_record
+    return pair_record(c, name, pair.bound, status="skipped", error=reason, device_type=device_type)
 
 
 def main(argv=None, pair_file: Path | None = None) -> int:
@@ -302,29 +302,13 @@ def main(argv=None, pair_file: Path | None = None) -> int:
 
 
 def _main(argv: list[str], pair_file: Path | None) -> int:
-    if pair_file:
-        refused = _refused_option(argv, pair_file)
-        if refused:
-            return fail(refused)
-    args = build_parser(pair_file).parse_args(argv)
-    if pair_file:
-        owner = pair_of(pair_file, Path(pair_file).resolve().parent.parent)
-        if owner is None:
-            from common.discover import VARIANT_RULE
-            return fail(f"{_shown(pair_file)} belongs to no pair: a pair is baseline_<pair>.py; {VARIANT_RULE}")
-        args.chapter, args.pair = [owner[0]], [f"ch{owner[0]}/{owner[1]}"]
-        args.list = args.peaks = False
-        args.compare = None
-        args.root = Path(pair_file).resolve().parent.parent
-        args.no_report = args.output is None and not args.profile  # profiler traces need a folder
-        command = f"python {_shown(pair_file)} {' '.join(argv)}".strip()
-    else:
-        command = f"python benchmark.py {' '.join(argv)}".strip()
-
+    """The command line as its steps: parse, select, check the machine, run the pairs, report."""
+    parsed = _parse(argv, pair_file)
+    if isinstance(parsed, int):
+        return parsed
+    args, command = parsed
     if args.compare:
         return compare(args.compare)
-    if args.profile and args.no_report:
-        return fail(f"--profile {args.profile} writes its traces next to the report; drop --no-report")
     only_peaks = args.peaks and not (args.chapter or args.pair)
     selection, loaded = [], []
     if not only_peaks:
@@ -336,55 +320,101 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
         loaded = load_all(selection)
         if args.list:
             return list_pairs(selection, loaded)
-
-    import torch
-
-    from common.launch import tool_missing
-    from common.peaks import device_name
-    if args.device == "cuda" and not torch.cuda.is_available():
-        return fail("--device cuda: no CUDA GPU is visible to PyTorch")
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if args.profile in ("nsys", "ncu") and device.type != "cuda":
-        return fail(f"--profile {args.profile} needs a CUDA GPU")
-    missing = tool_missing(args.profile)
-    if missing:
-        return fail(missing)
-    if args.pair:  # a pair asked for by name that cannot run here is bad input, not a skip
-        for (c, name, _, _), pair in zip(selection, loaded):
-            if not isinstance(pair, Exception) and device.type not in pair.devices:
-                return fail(f"ch{c}/{name} needs a CUDA GPU and none is visible to PyTorch"
-                            if pair.devices == ("cuda",) else f"ch{c}/{name} cannot run on {device.type}")
-            why = None if isinstance(pair, Exception) else cannot_run_here(pair, device.type)
-            if why and "GPUs" in why:
-                return fail(f"ch{c}/{name} {why}")
+    device = _device_for(args, selection, loaded)
+    if isinstance(device, str):
+        return fail(device)
     outdir, created = None, False
     if not (args.no_report or only_peaks):
+        from common.peaks import device_name
         outdir = args.output or new_run_dir(device_name(device))
         created = not outdir.exists()
         problem = prepare_output(outdir)
         if problem:
             return fail(problem)
+    stamp = dt.datetime.now(dt.timezone.utc)
+    results: list[dict] = []
+    peaks, interrupted = _run_all(args, selection, loaded, device, outdir, results, only_peaks)
+    if only_peaks and not interrupted:
+        print(json.dumps(peaks, indent=2))
+        return 0
+    return _report(args, command, selection, device, peaks, outdir, created, stamp, results, interrupted)
 
+
+def _parse(argv: list[str], pair_file: Path | None):
+    """(args, the command as typed), or an exit status for a bad command line."""
+    if pair_file:
+        refused = _refused_option(argv, pair_file)
+        if refused:
+            return fail(refused)
+    args = build_parser(pair_file).parse_args(argv)
+    if not pair_file:
+        command = f"python benchmark.py {' '.join(argv)}".strip()
+    else:
+        owner = pair_of(pair_file, Path(pair_file).resolve().parent.parent)
+        if owner is None:
+            from common.discover import VARIANT_RULE
+            return fail(f"{_shown(pair_file)} belongs to no pair: a pair is baseline_<pair>.py; {VARIANT_RULE}")
+        args.chapter, args.pair = [owner[0]], [f"ch{owner[0]}/{owner[1]}"]
+        args.list = args.peaks = False
+        args.compare = None
+        args.root = Path(pair_file).resolve().parent.parent
+        args.no_report = args.output is None and not args.profile  # profiler traces need a folder
+        command = f"python {_shown(pair_file)} {' '.join(argv)}".strip()
+    if args.profile and args.no_report:
+        return fail(f"--profile {args.profile} writes its traces next to the report; drop --no-report")
+    return args, command
+
+
+def _device_for(args, selection, loaded):
+    """The device to run on, or the one-line reason this machine cannot run what was asked."""
+    import torch
+
+    from common.launch import tool_missing
+    if args.device == "cuda" and not torch.cuda.is_available():
+        return "--device cuda: no CUDA GPU is visible to PyTorch"
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if args.profile in ("nsys", "ncu") and device.type != "cuda":
+        return f"--profile {args.profile} needs a CUDA GPU"
+    missing = tool_missing(args.profile)
+    if missing:
+        return missing
+    if args.pair:  # a pair asked for by name that cannot run here is bad input, not a skip
+        for (c, name, _, _), pair in zip(selection, loaded):
+            if isinstance(pair, Exception):
+                continue
+            if device.type not in pair.devices:
+                return (f"ch{c}/{name} needs a CUDA GPU and none is visible to PyTorch"
+                        if pair.devices == ("cuda",) else f"ch{c}/{name} cannot run on {device.type}")
+            why = cannot_run_here(pair, device.type)
+            if why and "GPUs" in why:
+                return f"ch{c}/{name} {why}"
+    return device
+
+
+def _run_all(args, selection, loaded, device, outdir, results, only_peaks):
+    """Ceilings, then every pair; returns (ceilings, the signal that stopped the run or None)."""
     previous = None
     try:
         previous = signal.signal(signal.SIGTERM, _raise_interrupted)
     except ValueError:  # not the main thread: SIGTERM keeps its default
         pass
-    results: list[dict] = []
-    interrupted = None
-    stamp = dt.datetime.now(dt.timezone.utc)
+    peaks = None
     try:
         peaks = _peaks(device, args.peaks)
-        if only_peaks:
-            print(json.dumps(peaks, indent=2))
-            return 0
-        _run_pairs(selection, loaded, device, peaks, args, outdir, results)
+        if not only_peaks:
+            _run_pairs(selection, loaded, device, peaks, args, outdir, results)
+        return peaks, None
     except (KeyboardInterrupt, Interrupted) as e:
-        interrupted = getattr(e, "signum", signal.SIGINT)
+        return peaks, getattr(e, "signum", signal.SIGINT)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
+
+def _report(args, command, selection, device, peaks, outdir, created, stamp, results, interrupted) -> int:
+    """Write (or print) the report of what finished, and the exit status."""
+    import torch
+    not_run = []
     if interrupted:
         done = {(r["chapter"], r["name"]) for r in results}
         not_run = [f"ch{c}/{n}" for c, n, _, _ in selection if (c, n) not in done]
@@ -406,7 +436,7 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
     if outdir is None:
         print(summary_markdown(doc))
     else:
-        written = write_report(doc, outdir)
+        written = write_report(doc, outdir, draw=_figure_writer())
         print(summary_markdown(doc))
         print("wrote " + ", ".join(_shown(p) for p in written), file=sys.stderr)
     if interrupted:
@@ -416,6 +446,16 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
         print(f"SUSPECT results in {', '.join(suspect)}: not presented as speedups (see the report)", file=sys.stderr)
         _drop_beaten_ceilings(results, device)
     return 1 if suspect or any(r["status"] == "failed" for r in results) else 0
+
+
+def _figure_writer():
+    """common.figures.write_figures, or no figures (said once) where matplotlib is not installed."""
+    try:
+        from common.figures import write_figures
+    except ImportError:
+        print("matplotlib is not installed: speedup.png and roofline.png not drawn", file=sys.stderr)
+        return None
+    return write_figures
 
 
 def _drop_beaten_ceilings(results: list[dict], device) -> None:
@@ -466,8 +506,9 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
     for i, ((c, name, base, opts), pair) in enumerate(zip(selection, loaded), 1):
         tag = f"[{i}/{n}] ch{c}/{name}"
         if isinstance(pair, Exception):  # a file that does not import or breaks the contract fails alone
-            results.append({"chapter": c, "name": name, "bound": "?", "status": "failed",
-                            "error": _load_error(pair), "baseline": None, "variants": []})
+            from common.pair import pair_record
+            results.append(pair_record(c, name, "?", status="failed", error=_load_error(pair),
+                                       errors=[_load_error(pair)]))
             print(f"{tag}: FAILED to load: {pair}", file=sys.stderr)
             continue
         why = cannot_run_here(pair, device.type)

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from common.pair import REPO_ROOT
+from common.pair import REPO_ROOT, pair_record, variant_record
 
 TAIL_LINES = 40
 STARTUP_S = 120.0   # interpreter, torch import, pair files: before the worker's first result file
@@ -148,11 +148,6 @@ def watch(cmd: list[str], result_path: Path, *, timeout_s: float, startup_s: flo
                      tail=list(tail), result=read_result(result_path))
 
 
-def _blank(name: str, files: dict[str, str], **fields) -> dict:
-    return {"name": name, "file": files.get(name), "median_ms": None, "speedup": None, "verified": False,
-            "pct_of_ceiling": None, "error": None, **fields}
-
-
 def crash_line(tail) -> str:
     """The line that says why a worker died: for torchrun, the rank that failed first and its exit code
     (and that rank's last exception, if it printed one); otherwise the last line printed."""
@@ -199,8 +194,7 @@ def settle(run: WorkerRun, *, chapter: int, name: str, bound: str, files: dict[s
         kind = "out of memory" if "out of memory" in last.lower() else f"exit code {run.rc}"
         error = f"crashed ({kind}){at}: {last.strip()[-300:]}"
         ended = "crashed"
-    result = dict(partial) if partial else {"chapter": chapter, "name": name, "bound": bound,
-                                            "baseline": None, "variants": []}
+    result = dict(partial) if partial else pair_record(chapter, name, bound)
     result.pop("in_progress", None)
     result.update(status="failed", error=error, log_tail=run.tail)
     if isinstance(result.get("errors"), list):
@@ -213,13 +207,13 @@ def settle(run: WorkerRun, *, chapter: int, name: str, bound: str, files: dict[s
     if variant in done:  # it had an entry already (verified, say) and stopped in a later stage
         done[variant]["error"] = done[variant].get("error") or error
     elif variant == "baseline":
-        result["baseline"] = _blank("baseline", files, error=error)
+        result["baseline"] = variant_record("baseline", files.get("baseline"), error=error)
     elif variant:
-        result["variants"].append(_blank(variant, files, error=error))
+        result["variants"].append(variant_record(variant, files.get(variant), error=error))
     why = f"not run: {variant + ' ' if variant else 'the pair '}{ended}"
     for n in variant_names:
         if n != "baseline" and n != variant and n not in done:
-            result["variants"].append(_blank(n, files, skipped=why))
+            result["variants"].append(variant_record(n, files.get(n), skipped=why))
     order = {n: i for i, n in enumerate(variant_names)}
     result["variants"].sort(key=lambda v: order.get(v["name"], len(order)))
     return result

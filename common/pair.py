@@ -232,3 +232,19 @@ def check_workload(pair: Pair, w: Workload) -> None:
         raise ContractError(f"{pair.key}: Workload.collective={w.collective!r}, expected one of {COLLECTIVES}")
     if not all(isinstance(w.inputs[k], torch.Tensor) for k in w.once + w.updated):
         raise ContractError(f"{pair.key}: Workload.once and .updated name tensor inputs only")
+
+
+# ----------------------------------------------------------------------------- result records
+# One shape for a pair's and a variant's result, built here and nowhere else: every path (ran, skipped,
+# failed to load, crashed, timed out) fills in the same record, so the report never meets a missing key.
+def pair_record(chapter: int, name: str, bound: str, **fields) -> dict:
+    """A pair's result before anything ran: status "ok" until a step says otherwise."""
+    return {"chapter": chapter, "name": name, "bound": bound, "status": "ok", "error": None, "errors": [],
+            "baseline": None, "variants": [], **fields}
+
+
+def variant_record(name: str, file: str | None, **fields) -> dict:
+    """A variant's (or the baseline's) result before it ran: no time, no speedup, not verified."""
+    return {"name": name, "file": file, "median_ms": None, "speedup": None, "verified": False,
+            "pct_of_ceiling": None, "error": None, "suspect": None, **fields}
+

@@ -471,41 +471,16 @@ def _suspect_section(doc: dict) -> list[str]:
 # ----------------------------------------------------------------------------- write
 def write_report(doc: dict, outdir: Path, draw: Callable[[dict, Path], list[Path]] | None = None) -> list[Path]:
     """summary.md, the figures `draw(doc, outdir)` writes (common.figures.write_figures: speedup.png and
-    roofline.png), then results.json: written last, its presence means the run finished."""
+    roofline.png; none without `draw`), then results.json: written last, its presence means the run finished."""
     doc = finite(doc)
     problems = validate_results(doc)
     if problems:
         raise ValueError("results do not follow the schema: " + "; ".join(problems[:5]))
     outdir = Path(outdir)
     atomic_write(outdir / "summary.md", [summary_markdown(doc)])
-    written = [outdir / "summary.md"] + list((draw or _figures_for_old_callers())(doc, outdir))
+    written = [outdir / "summary.md"] + (list(draw(doc, outdir)) if draw else [])
     atomic_write_json(outdir / "results.json", doc)
     return written + [outdir / "results.json"]
-
-
-# ----------------------------------------------------------------------------- until the callers switch
-# The figure functions live in common.figures, which imports this module. Two callers outside this
-# module's owners still reach them through here: common/cli.py (write_report(doc, outdir) without
-# draw=) and ch1/roofline_analysis.py (roofline_axes, save_figure). Once they import common.figures
-# themselves, delete this block: the only import left between the two modules is figures -> report.
-_MOVED_TO_FIGURES = ("plot_speedups", "plot_roofline", "roofline_axes", "save_figure", "write_figures")
-
-
-def _figures_for_old_callers() -> Callable[[dict, Path], list[Path]]:
-    try:
-        from common.figures import write_figures
-    except ImportError:
-        import sys
-        print("matplotlib is not installed: speedup.png and roofline.png not drawn", file=sys.stderr)
-        return lambda doc, outdir: []
-    return write_figures
-
-
-def __getattr__(name: str):
-    if name in _MOVED_TO_FIGURES:
-        from common import figures
-        return getattr(figures, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ----------------------------------------------------------------------------- compare

@@ -45,7 +45,7 @@ from common.inputs import SEEDS, InputTampered, OwnInputs, References
 from common.integrity import Snapshot
 from common.numerics import FlagChanged, check_flags, numerics, wanted_flags
 from common.overlap import overlap_note, overlap_pct, stage_times
-from common.pair import Pair, Variant, check_workload
+from common.pair import Pair, Variant, check_workload, pair_record, variant_record
 from common.physics import achieved, cache_bytes, suspect_reason
 from common.profiling.capture import count_launches, profile_calls
 from common.report import speedup_interval
@@ -254,79 +254,113 @@ def verify_calls(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
 
 def check_and_time(ctx: Context, v: Variant) -> dict:
     """Verify, time and verify again one variant (or the baseline) on its own copy of the workload."""
-    pair, device, is_base = ctx.pair, ctx.device, v.name == "baseline"
-    entry = {"name": v.name, "file": v.path.name, "summary": v.summary, "kind": "baseline" if is_base else v.kind,
-             "median_ms": None, "speedup": None, "verified": False, "pct_of_ceiling": None, "error": None,
-             "suspect": None}
-    if device.type not in v.devices:
-        entry["skipped"] = f"needs {' or '.join(v.devices).upper()}"
-        return entry
-    if v.missing_packages():
-        entry["skipped"] = f"needs the package(s) {', '.join(v.missing_packages())}, not installed here"
-        return entry
-    flags = wanted_flags(flags_precision(ctx, v))
-    stage = "prepare"
-    fn = own = None
+    trial = Trial(ctx, v)
+    if trial.cannot_run():
+        return trial.entry
+    steps = (("prepare", trial.prepare), ("verify", trial.verify), ("time", trial.time),
+             ("verify after timing", trial.verify_after_timing), ("back to back", trial.back_to_back),
+             ("profile", trial.profile))
     try:
-        ctx.memory = PeakMemory(device)
-        own = checked(ctx.refs.own_copy)
+        trial.own = checked(ctx.refs.own_copy)
         with numerics(flags_precision(ctx, v)):
-            log(f"  {v.name}: verifying")
-            started = time.perf_counter()
-            fn = checked(lambda: v.prepare(own.w))
-            entry["prepare_s"] = time.perf_counter() - started  # compiling, capturing, autotuning: apart from steady state
-            checked(lambda: check_flags(flags, "prepare()"))
-            checked(lambda: intact(ctx, "prepare()"))
-            stage = "verify"
-            entry["verification"] = verify_calls(ctx, v, fn, own, flags, variant_precision(ctx, v))
-            checked(lambda: intact(ctx, "while verified"))
-            if is_base:
-                checked(lambda: check_reference(ctx))
-                ctx.stages = stage_times(pair, own.w, device, ctx.agree)
-            precision = variant_precision(ctx, v)
-            stage = "time"
-            log(f"  {v.name}: timing")
-            t = time_call(fn, device, flush_l2=ctx.scrubber or False, budget_s=ctx.budget_s, agree=ctx.agree,
-                          compute_bound=pair.bound == "compute" and not ctx.quick, feed=new_values(own, device))
-            entry.update(precision=precision, **t.as_dict())
-            checked(lambda: intact(ctx, "while timed"))
-            stage = "verify after timing"
-            checked(lambda: after_timing(ctx, v, fn, own, flags, precision, t))
-            if device.type == "cuda":
-                entry["peak_memory_mb"] = ctx.memory.mb()
-            stage = "back to back"
-            in_loop = checked(lambda: back_to_back(fn, lambda: own.feed("b")))
-            checked(lambda: in_loop_answer(ctx, v, in_loop, own, flags, precision))
-            own.feed("a")
-            checked(lambda: intact(ctx, "after timing"))
-            stage = "profile"
-            entry.update(profile_variant(fn, v, ctx))
-        entry.update(verified=True, **achieved(ctx.refs.a, t.median_ms, pair.bound, precision, ctx.peaks,
+            for trial.stage, step in steps:
+                step()
+        trial.rate()
+    except ExtensionUnavailable as e:  # a kernel this GPU cannot run (TMA before sm_90): not a failure
+        trial.entry.update(skipped=str(e), verified=False)
+        log(f"  {v.name}: skipped: {e}")
+    except Exception as e:  # a failed check, a crash or running out of memory fails this variant alone
+        trial.failed(e)
+    finally:
+        trial.fn = trial.own = None  # drop the variant's state before the next one is built
+        ctx.untouched.restore()
+        _free(ctx.device)
+    return trial.entry
+
+
+class Trial:
+    """One variant's way through check_and_time: each step a method, in the order the steps run."""
+
+    def __init__(self, ctx: Context, v: Variant):
+        self.ctx, self.v, self.is_base = ctx, v, v.name == "baseline"
+        self.entry = variant_record(v.name, v.path.name, summary=v.summary, kind="baseline" if self.is_base else v.kind)
+        self.flags = wanted_flags(flags_precision(ctx, v))
+        self.stage, self.fn, self.own, self.t = "prepare", None, None, None
+        ctx.memory = PeakMemory(ctx.device)
+
+    def cannot_run(self) -> bool:
+        v, device = self.v, self.ctx.device
+        if device.type not in v.devices:
+            self.entry["skipped"] = f"needs {' or '.join(v.devices).upper()}"
+        elif v.missing_packages():
+            self.entry["skipped"] = f"needs the package(s) {', '.join(v.missing_packages())}, not installed here"
+        return "skipped" in self.entry
+
+    def prepare(self):
+        log(f"  {self.v.name}: verifying")
+        started = time.perf_counter()
+        self.fn = checked(lambda: self.v.prepare(self.own.w))
+        self.entry["prepare_s"] = time.perf_counter() - started  # compiling, capturing, autotuning: apart from steady state
+        checked(lambda: check_flags(self.flags, "prepare()"))
+        checked(lambda: intact(self.ctx, "prepare()"))
+
+    def verify(self):
+        """Steps a-c; the baseline's outputs become the references."""
+        ctx = self.ctx
+        self.entry["verification"] = verify_calls(ctx, self.v, self.fn, self.own, self.flags, variant_precision(ctx, self.v))
+        checked(lambda: intact(ctx, "while verified"))
+        if self.is_base:
+            checked(lambda: check_reference(ctx))
+            ctx.stages = stage_times(ctx.pair, self.own.w, ctx.device, ctx.agree)
+        self.precision = variant_precision(ctx, self.v)
+
+    def time(self):
+        """Step d: every sample one call on new values (common.timing)."""
+        ctx = self.ctx
+        log(f"  {self.v.name}: timing")
+        self.t = time_call(self.fn, ctx.device, flush_l2=ctx.scrubber or False, budget_s=ctx.budget_s, agree=ctx.agree,
+                           compute_bound=ctx.pair.bound == "compute" and not ctx.quick,
+                           feed=new_values(self.own, ctx.device))
+        self.entry.update(precision=self.precision, **self.t.as_dict())
+        checked(lambda: intact(ctx, "while timed"))
+
+    def verify_after_timing(self):
+        checked(lambda: after_timing(self.ctx, self.v, self.fn, self.own, self.flags, self.precision, self.t))
+        if self.ctx.device.type == "cuda":
+            self.entry["peak_memory_mb"] = self.ctx.memory.mb()
+
+    def back_to_back(self):
+        in_loop = checked(lambda: back_to_back(self.fn, lambda: self.own.feed("b")))
+        checked(lambda: in_loop_answer(self.ctx, self.v, in_loop, self.own, self.flags, self.precision))
+        self.own.feed("a")
+        checked(lambda: intact(self.ctx, "after timing"))
+
+    def profile(self):
+        self.entry.update(profile_variant(self.fn, self.v, self.ctx))
+
+    def rate(self):
+        """Step e: rates, the share of the ceiling that applies, and the physics check."""
+        ctx, t, entry = self.ctx, self.t, self.entry
+        bound = ctx.pair.bound
+        entry.update(verified=True, **achieved(ctx.refs.a, t.median_ms, bound, self.precision, ctx.peaks,
                                               ctx.cache, ctx.world_size))
-        entry["suspect"] = suspect_reason(t.median_ms, ctx.refs.a, pair.bound, ctx.peaks, precision, is_base,
-                                          ctx.cache, flop_floor=device.type == "cuda")
+        entry["suspect"] = suspect_reason(t.median_ms, ctx.refs.a, bound, ctx.peaks, self.precision, self.is_base,
+                                          ctx.cache, flop_floor=ctx.device.type == "cuda")
         if ctx.stages:
             entry["overlap_pct_of_ideal"] = overlap_pct(t.median_ms, ctx.stages)
             entry["overlap_note"] = overlap_note(t.median_ms, ctx.stages)
-        log(f"  {v.name:40s} {t.median_ms:10.4f} ms  (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f}, "
+        log(f"  {self.v.name:40s} {t.median_ms:10.4f} ms  (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f}, "
             f"n={t.samples}x{t.calls_per_sample}, {t.timer})" + (f"  SUSPECT: {entry['suspect']}" if entry["suspect"] else ""))
-    except ExtensionUnavailable as e:  # a kernel this GPU cannot run (TMA before sm_90): not a failure
-        entry.update(skipped=str(e), verified=False)
-        log(f"  {v.name}: skipped: {e}")
-    except (Failed, InputTampered, FlagChanged) as e:
-        entry.update(error=str(e), failed_at=stage, verified=False)
-        log(f"  {v.name}: FAILED ({stage}): {e}")
-    except torch.cuda.OutOfMemoryError as e:
-        entry.update(error=f"out of memory: {str(e).splitlines()[0]}", failed_at=stage, verified=False)
-        log(f"  {v.name}: FAILED ({stage}): out of memory")
-    except Exception as e:  # a crashing variant fails alone
-        entry.update(error=f"{type(e).__name__}: {e}", failed_at=stage, verified=False)
-        log(f"  {v.name}: FAILED ({stage}): {type(e).__name__}: {e}")
-    finally:
-        fn = own = None  # noqa: F841 - drop the variant's state before the next one is built
-        ctx.untouched.restore()
-        _free(device)
-    return entry
+
+    def failed(self, e: Exception):
+        if isinstance(e, (Failed, InputTampered, FlagChanged)):
+            error, said = str(e), str(e)
+        elif isinstance(e, torch.cuda.OutOfMemoryError):
+            error, said = f"out of memory: {str(e).splitlines()[0]}", "out of memory"
+        else:
+            error = said = f"{type(e).__name__}: {e}"
+        self.entry.update(error=error, failed_at=self.stage, verified=False)
+        log(f"  {self.v.name}: FAILED ({self.stage}): {said}")
 
 
 def new_values(own: OwnInputs, device: torch.device) -> Callable[[int], None]:
@@ -413,8 +447,7 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
              untouched: Snapshot | None = None) -> dict:
     """Verify and time the baseline and every variant; `progress(result, doing)` after each step."""
     device = torch.device(device)
-    result = {"chapter": pair.chapter, "name": pair.name, "bound": pair.bound, "status": "ok", "error": None,
-              "errors": [], "device_type": device.type, "baseline": None, "variants": []}
+    result = pair_record(pair.chapter, pair.name, pair.bound, device_type=device.type)
     if device.type not in pair.devices:
         result.update(status="skipped", error=f"needs {' or '.join(pair.devices).upper()}; this run is on {device.type.upper()}")
         return result
@@ -456,10 +489,8 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
         return result
     if not base["verified"]:
         fail(f"baseline failed ({base.get('failed_at')}): {base['error']}")
-        result["variants"] = [{"name": v.name, "file": v.path.name, "summary": v.summary, "kind": v.kind,
-                               "median_ms": None, "speedup": None, "verified": False, "pct_of_ceiling": None,
-                               "error": None, "suspect": None, "skipped": "not run: the baseline failed"}
-                              for v in pair.variants]
+        result["variants"] = [variant_record(v.name, v.path.name, summary=v.summary, kind=v.kind,
+                                             skipped="not run: the baseline failed") for v in pair.variants]
         return result
     for v in pair.variants:
         progress(result, {"variant": v.name, "stage": "verify and time"})
@@ -514,8 +545,7 @@ def main(argv=None) -> int:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     untouched = Snapshot()  # before any pair file is imported
     pair = load_pair(a.chapter, a.name, Path(a.baseline), [Path(p) for p in a.optimized])
-    stub = {"chapter": pair.chapter, "name": pair.name, "bound": pair.bound, "status": "ok", "error": None,
-            "errors": [], "baseline": None, "variants": []}
+    stub = pair_record(pair.chapter, pair.name, pair.bound)
     progress(stub, {"variant": None, "stage": "starting"})
     peaks = json.loads(Path(a.peaks).read_text()) if a.peaks else None
     try:

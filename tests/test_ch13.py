@@ -157,3 +157,85 @@ def test_variants_load_without_triton_or_torchao():
         if "compile" in f.name or "triton" in f.name or "fp8" in f.name or "persistent" in f.name:
             assert getattr(m, "DEVICES", None) == ("cuda",), f.name
     assert load_module(ROOT / "ch13/optimized_fp8_linear_weight_only.py").KIND == "pitfall"
+
+
+# ------------------------------------------------------------------ what a newcomer without a GPU sees
+def one_error_line(cmd, **kw):
+    """Runs cmd; it must exit 2 with exactly one `error: ...` line on stderr and no traceback."""
+    r = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, timeout=120, cwd=ROOT, **kw)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (r.returncode, r.stderr[-2000:])
+    assert "Traceback" not in r.stderr + r.stdout
+    return lines[0]
+
+
+def no_gpu():
+    import torch
+    return not torch.cuda.is_available()
+
+
+def test_walkthrough_output_that_is_a_file_is_one_error_line(tmp_path):
+    f = tmp_path / "a_file"
+    f.write_text("")
+    assert "a_file" in one_error_line(["ch13/profile_walkthrough.py", "--output", str(f)])  # before any step is built
+
+
+@pytest.mark.skipif(not no_gpu(), reason="with a GPU, --device cuda runs the walkthrough")
+def test_walkthrough_on_cuda_without_a_gpu_is_one_error_line():
+    assert "no CUDA GPU" in one_error_line(["ch13/profile_walkthrough.py", "--device", "cuda"])
+
+
+def test_autotune_sweep_fails_in_one_line(tmp_path):
+    f = tmp_path / "a_file"
+    f.write_text("")
+    assert "is a file" in one_error_line(["ch13/autotune_sweep.py", "--out", str(f)])
+    if no_gpu():  # on a GPU with Triton this would run the sweep
+        assert "GPU" in one_error_line(["ch13/autotune_sweep.py", "--out", str(tmp_path / "sweep")])
+
+
+def test_autotune_sweep_without_triton_says_so(monkeypatch, capsys, tmp_path):
+    """A GPU without Triton: the ModuleNotFoundError becomes one line (the GPU is faked; nothing is timed)."""
+    import torch
+    from ch13 import autotune_sweep
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setitem(sys.modules, "triton", None)   # None in sys.modules: `import triton` raises ImportError
+    monkeypatch.setitem(sys.modules, "triton.testing", None)
+    assert autotune_sweep.main(["--out", str(tmp_path / "sweep")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "Triton" in err[0], err
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_the_cuda_sample_says_no_gpu_is_present(tmp_path):
+    if not no_gpu():
+        pytest.skip("a GPU is present: the sample runs for real (scripts/h100_ch13.sh)")
+    exe = tmp_path / "bottlenecks_demo"
+    subprocess.run(["nvcc", "-std=c++17", "-O3", "-arch=sm_90", f"-I{ROOT / 'common/cuda'}",
+                    str(ROOT / "ch13/bottlenecks_demo.cu"), "-o", str(exe)], check=True, capture_output=True, timeout=300)
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip() == r.stderr.strip().splitlines()[0], r.stderr
+    assert "no CUDA GPU is present" in r.stderr and "insufficient" not in r.stderr
+
+
+@pytest.mark.parametrize("name", ["autotune_gemm", "persistent_gemm"])
+def test_triton_gemm_pairs_are_skipped_on_a_cpu_for_want_of_cuda(name):
+    """They need a GPU first and Triton second: on a CPU the skip names CUDA, whether or not Triton is here."""
+    from common.cli import cannot_run_here
+    from common.discover import load_pair, pair_files
+    baseline, optimized = pair_files(ROOT / "ch13")[name]
+    pair = load_pair(13, name, baseline, optimized)
+    assert pair.devices == ("cuda",) and all(v.devices == ("cuda",) for v in pair.variants)
+    assert cannot_run_here(pair, "cpu").startswith("needs CUDA")
+
+
+def test_a_cpu_walkthrough_gets_no_gpu_verdict(tmp_path):
+    """Step metrics that would fire GPU rules on a GPU give a CPU walkthrough only the allocation rule."""
+    import torch
+    from ch13.profile_walkthrough import write_report
+    metrics = {"gpu_idle_pct": 60.0, "kernels_per_step": 900, "mean_kernel_us": 2.0, "alloc_cpu_pct": 30.0}
+    assert {"GPU waiting on the host", "many small kernels"} <= set(rules(metrics))  # the control: read as a GPU's
+    text = write_report(tmp_path, "a step", torch.device("cpu"), "table", metrics, {}, {"skipped": "a CPU run"},
+                        {"skipped": "a CPU run"})
+    report = json.loads((tmp_path / "walkthrough.json").read_text())
+    assert [f["rule"] for f in report["verdict"]] == ["allocation on the host"]
+    assert "GPU waiting" not in text and "many small kernels" not in text

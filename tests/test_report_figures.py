@@ -316,10 +316,10 @@ def test_write_report_writes_every_file_readable(tmp_path):
         assert png_problem((tmp_path / name).read_bytes()) is None, name
 
 
-def test_write_report_without_draw_still_draws_for_callers_not_yet_switched(tmp_path):
+def test_write_report_without_draw_writes_the_summary_and_results_only(tmp_path):
     written = write_report(all_pass_run(), tmp_path)
-    assert {p.name for p in written} == {"summary.md", "speedup.png", "roofline.png", "results.json"}
-    assert png_problem((tmp_path / "speedup.png").read_bytes()) is None
+    assert {p.name for p in written} == {"summary.md", "results.json"}
+    assert not (tmp_path / "speedup.png").exists()
 
 
 def test_figures_import_the_report_and_the_report_not_the_figures(tmp_path):

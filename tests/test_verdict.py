@@ -1,5 +1,11 @@
 """Verdicts read GPU hardware (tensor cores, SMs, occupancy, L2, HBM): a CPU run gets none of them."""
 import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from common import verdict as V
 from common.report import summary_markdown
@@ -45,6 +51,8 @@ def test_the_rules_give_a_cpu_only_what_does_not_read_gpu_hardware():
     assert len(on_gpu) >= 5 and on_gpu == V.verdict(metrics)   # no device type: a profiler's GPU metrics
     on_cpu = V.verdict(dict(metrics, device_type="cpu"))
     assert [f.rule for f in on_cpu] == ["allocation on the host"]
+    assert V.verdict(metrics, device_type="cpu") == on_cpu           # the argument, as the walkthrough passes it
+    assert V.verdict(dict(metrics, device_type="cpu"), device_type="cuda") == on_gpu   # the argument wins
     for f in on_cpu:
         assert not any(word in f.line() for word in GPU_WORDS), f.line()
 
@@ -56,3 +64,24 @@ def test_a_mixed_document_keeps_the_gpu_pairs_verdicts_only():
     doc["pairs"].append(cpu_pair)
     text = V.results_verdicts(doc)
     assert "ch1/tensor_cores" in text and "ch1/on_cpu" not in text
+
+
+@pytest.mark.parametrize("args, says", [(["nope.json"], "cannot read nope.json"), ([], "usage"),
+                                        (["a", "b"], "usage"), (["list.json"], "not a harness report"),
+                                        (["broken.json"], "cannot read broken.json"), (["."], "cannot read .")])
+def test_the_script_fails_in_one_line(tmp_path, args, says):
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "broken.json").write_text("{")
+    script = Path(V.__file__).resolve()
+    r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_the_script_prints_the_verdicts(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(result("cuda")))
+    r = subprocess.run([sys.executable, str(Path(V.__file__).resolve()), str(path)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "tensor cores" in r.stdout and not r.stderr
