@@ -309,6 +309,8 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
     args, command = parsed
     if args.compare:
         return compare(args.compare)
+    if args.profile and args.no_report:
+        return fail(f"--profile {args.profile} writes its traces next to the report; drop --no-report")
     only_peaks = args.peaks and not (args.chapter or args.pair)
     selection, loaded = [], []
     if not only_peaks:
@@ -360,8 +362,6 @@ def _parse(argv: list[str], pair_file: Path | None):
         args.root = Path(pair_file).resolve().parent.parent
         args.no_report = args.output is None and not args.profile  # profiler traces need a folder
         command = f"python {_shown(pair_file)} {' '.join(argv)}".strip()
-    if args.profile and args.no_report:
-        return fail(f"--profile {args.profile} writes its traces next to the report; drop --no-report")
     return args, command
 
 

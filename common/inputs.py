@@ -70,9 +70,13 @@ class References:
 def rotate_into(dst: torch.Tensor, src: torch.Tensor, shift: int) -> None:
     """dst = src rotated by `shift` places over its flattened elements, written in place without a
     temporary (two slice copies: the timed loop feeds up to a GiB this way)."""
-    d, s = dst.view(-1), src.reshape(-1)
+    s = src.reshape(-1)
     n = s.numel()
     k = shift % n if n else 0
+    if not dst.is_contiguous():  # transposed, channels_last, a slice: through a temporary, in its own layout
+        dst.copy_(s.roll(k).view(src.shape))
+        return
+    d = dst.view(-1)
     if k == 0:
         d.copy_(s)
         return
@@ -123,6 +127,12 @@ class OwnInputs:
                 elif shift is None or k not in self.refs.a.updated:
                     dst.copy_(value)
         self.fed, self.shift = (which, None) if not shift else ("rolled", shift)
+
+    def new_every_sample(self, samples: int) -> bool:
+        """Does feed_new give `samples` value sets never fed before? Not where the per-call inputs are integers
+        only (token ids) or floating-point tensors of fewer elements than that (a rotation repeats)."""
+        return any(v.is_floating_point() and v.numel() >= samples for k, v in self.refs.fresh.items()
+                   if k not in self.refs.a.updated)
 
     def feed_new(self, i: int) -> None:
         """The i-th value set never fed before (seed B's values rotated by i places), into the per-call

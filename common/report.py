@@ -8,8 +8,7 @@ and the interval is a ratio's: both ends positive, however noisy the medians.
 
 The figures are common/figures.py's. It imports this module (for what a result says), so this module
 does not import it: `write_report` draws the figures through the function its caller passes in
-(`draw=common.figures.write_figures`). The block at the end, kept until two callers switch, is the
-exception. Files are written by common/files.py.
+(`draw=common.figures.write_figures`). Files are written by common/files.py.
 """
 from __future__ import annotations
 

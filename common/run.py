@@ -322,12 +322,15 @@ class Trial:
                            compute_bound=ctx.pair.bound == "compute" and not ctx.quick,
                            feed=new_values(self.own, ctx.device))
         self.entry.update(precision=self.precision, **self.t.as_dict())
+        # True only where no value set repeated: integer-only inputs (token ids) and small float tensors
+        # (a rotation repeats after numel samples) are fed, but not with values never seen.
+        self.entry["fed_new_values"] = self.t.fed_new_values and self.own.new_every_sample(self.t.samples)
+        if ctx.device.type == "cuda":  # the variant's own memory, before the checks below copy any input
+            self.entry["peak_memory_mb"] = ctx.memory.mb()
         checked(lambda: intact(ctx, "while timed"))
 
     def verify_after_timing(self):
         checked(lambda: after_timing(self.ctx, self.v, self.fn, self.own, self.flags, self.precision, self.t))
-        if self.ctx.device.type == "cuda":
-            self.entry["peak_memory_mb"] = self.ctx.memory.mb()
 
     def back_to_back(self):
         in_loop = checked(lambda: back_to_back(self.fn, lambda: self.own.feed("b")))
