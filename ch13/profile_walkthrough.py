@@ -32,7 +32,6 @@ import argparse
 import csv
 import datetime
 import io
-import itertools
 import json
 import os
 import pickle
@@ -43,11 +42,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-RUNS_DIR = ROOT / "profiles" / "runs"
 
 import torch  # noqa: E402
 
 from common import verdict as V  # noqa: E402
+from common.files import new_run_folder  # noqa: E402
 
 # The ncu metrics step 3 collects; the names are Nsight Compute's, the keys common/verdict.py's.
 NCU_METRICS = {
@@ -73,21 +72,6 @@ def error(message: str) -> int:
     """One line on stderr and exit status 2: bad input or a missing device, said without a traceback."""
     print(f"error: {message}", file=sys.stderr, flush=True)
     return 2
-
-
-def new_run_folder(tag: str, runs: Path | None = None, now: datetime.datetime | None = None) -> Path:
-    """A folder of this run's own, runs/<YYYYMMDD-HHMMSS>-<tag> (UTC, as benchmark.py names its runs), with
-    -2, -3, ... when that exists: created here, so that two runs in the same second never share one."""
-    runs = Path(runs or RUNS_DIR)
-    runs.mkdir(parents=True, exist_ok=True)
-    base = f"{now or datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-{tag}"
-    for n in itertools.count(1):
-        path = runs / (base if n == 1 else f"{base}-{n}")
-        try:
-            path.mkdir()
-            return path
-        except FileExistsError:
-            continue
 
 
 # ---------------------------------------------------------------- the step

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import itertools
 import json
 import os
 import statistics
@@ -43,10 +42,11 @@ for _k, _v in MULTICAST_OFF.items():
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-RUNS_DIR = ROOT / "profiles" / "runs"
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+
+from common.files import new_run_folder  # noqa: E402
 
 DTYPE = torch.bfloat16
 ONE_SHOT_MAX = 16 << 20     # one-shot reads n x S per rank: beyond a few MiB two-shot wins anyway
@@ -260,21 +260,6 @@ def write(doc: dict, out: Path) -> None:
     tmp.write_text(json.dumps(doc, indent=1))
     os.replace(tmp, out / "allreduce.json")
     print(f"wrote {out / 'allreduce.json'} and {out / 'allreduce.png'}", flush=True)
-
-
-def new_run_folder(tag: str, runs: Path | None = None, now: datetime.datetime | None = None) -> Path:
-    """A folder of this run's own, runs/<YYYYMMDD-HHMMSS>-<tag> (UTC, as benchmark.py names its runs), with
-    -2, -3, ... when that exists: created here, so that two runs in the same second never share one."""
-    runs = Path(runs or RUNS_DIR)
-    runs.mkdir(parents=True, exist_ok=True)
-    base = f"{now or datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-{tag}"
-    for n in itertools.count(1):
-        path = runs / (base if n == 1 else f"{base}-{n}")
-        try:
-            path.mkdir()
-            return path
-        except FileExistsError:
-            continue
 
 
 def output_folder(args) -> Path:

@@ -26,9 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from common.files import RUNS_DIR  # user runs; committed reports live in profiles/<gpu>/
 from common.pair import REPO_ROOT
-
-RUNS_DIR = REPO_ROOT / "profiles" / "runs"   # user runs; .gitignore covers it. Committed reports: profiles/<gpu>/
 
 EXAMPLES = """\
 Examples
@@ -277,11 +276,9 @@ def cannot_run_here(pair, device_type: str) -> str | None:
     """Why a pair cannot run on this machine (a device, a package, too few GPUs), or None: said before any
     process starts."""
     import torch
-    missing = pair.baseline.missing_packages()
-    if device_type not in pair.devices:
-        return f"needs {' or '.join(pair.devices).upper()}; this run is on {device_type.upper()}"
-    if missing:
-        return f"needs the package(s) {', '.join(missing)}, not installed here"
+    why = pair.baseline.cannot_run(device_type)
+    if why:
+        return why + (f"; this run is on {device_type.upper()}" if device_type not in pair.devices else "")
     if device_type == "cuda" and pair.nproc > torch.cuda.device_count():
         return f"needs {pair.nproc} GPUs; {torch.cuda.device_count()} visible"
     return None

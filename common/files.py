@@ -1,4 +1,5 @@
-"""Write a file atomically: every report, result and cache the harness writes goes through here.
+"""Write a file atomically: every report, result and cache the harness writes goes through here; and
+give a run a folder of its own.
 
 Atomic means: written to a temporary file in the same folder, flushed to disk, then renamed over
 the target. A run killed at any moment leaves either the previous file or the new one, never half
@@ -6,12 +7,16 @@ of one. A leaf: it imports nothing from common/, so any module may use it.
 """
 from __future__ import annotations
 
+import datetime
+import itertools
 import json
 import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Iterable
+
+RUNS_DIR = Path(__file__).resolve().parent.parent / "profiles" / "runs"  # user runs; .gitignore covers it
 
 
 def _umask() -> int:
@@ -65,3 +70,18 @@ def finite(obj):
     if isinstance(obj, list):
         return [finite(v) for v in obj]
     return obj
+
+
+def new_run_folder(tag: str, runs: Path | None = None, now: datetime.datetime | None = None) -> Path:
+    """A folder of this run's own, runs/<YYYYMMDD-HHMMSS>-<tag> (UTC, as benchmark.py names its runs), with
+    -2, -3, ... when that exists: created here, so that two runs in the same second never share one."""
+    runs = Path(runs or RUNS_DIR)
+    runs.mkdir(parents=True, exist_ok=True)
+    base = f"{now or datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-{tag}"
+    for n in itertools.count(1):
+        path = runs / (base if n == 1 else f"{base}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue

@@ -147,6 +147,13 @@ class Variant:
         """The optional packages in REQUIRES that this Python cannot import."""
         return [m for m in getattr(self.module, "REQUIRES", ()) if importlib.util.find_spec(m) is None]
 
+    def cannot_run(self, device_type: str) -> str | None:
+        """Why this file cannot run here (a device it does not support, a package not installed), or None."""
+        if device_type not in self.devices:
+            return f"needs {' or '.join(self.devices).upper()}"
+        missing = self.missing_packages()
+        return f"needs the package(s) {', '.join(missing)}, not installed here" if missing else None
+
     @property
     def summary(self) -> str:
         doc = (self.module.__doc__ or "").strip()

@@ -44,7 +44,7 @@ from common.discover import load_pair
 from common.inputs import SEEDS, InputTampered, OwnInputs, References
 from common.integrity import Snapshot
 from common.numerics import FlagChanged, check_flags, numerics, wanted_flags
-from common.overlap import overlap_note, overlap_pct, stage_times
+from common.overlap import placement, stage_times
 from common.pair import Pair, Variant, check_workload, pair_record, variant_record
 from common.physics import achieved, cache_bytes, suspect_reason
 from common.profiling.capture import count_launches, profile_calls
@@ -149,6 +149,11 @@ class Context:
         self.memory: PeakMemory | None = None
 
 
+def allowed_dtypes(v: Variant) -> tuple:
+    """The output dtype a variant may differ in from its baseline: the one its PRECISION declares."""
+    return (PRECISION_DTYPE[v.precision],) if v.precision else ()
+
+
 def variant_precision(ctx: Context, v: Variant) -> str:
     return looser(ctx.base_precision, v.precision) if v.precision else ctx.base_precision
 
@@ -214,7 +219,7 @@ def checked(step):
 def verify_calls(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, precision: str) -> dict:
     """Steps a-c for a variant (the baseline sets the references instead of comparing with them)."""
     is_base = v.name == "baseline"
-    allowed = (PRECISION_DTYPE[v.precision],) if v.precision else ()
+    allowed = allowed_dtypes(v)
     started = time.perf_counter()
     first = checked(lambda: call(fn, own, "a", "first call", flags))
     first_call_s = time.perf_counter() - started  # a lazily compiled variant compiles here
@@ -289,12 +294,10 @@ class Trial:
         ctx.memory = PeakMemory(ctx.device)
 
     def cannot_run(self) -> bool:
-        v, device = self.v, self.ctx.device
-        if device.type not in v.devices:
-            self.entry["skipped"] = f"needs {' or '.join(v.devices).upper()}"
-        elif v.missing_packages():
-            self.entry["skipped"] = f"needs the package(s) {', '.join(v.missing_packages())}, not installed here"
-        return "skipped" in self.entry
+        why = self.v.cannot_run(self.ctx.device.type)
+        if why:
+            self.entry["skipped"] = why
+        return why is not None
 
     def prepare(self):
         log(f"  {self.v.name}: verifying")
@@ -308,6 +311,7 @@ class Trial:
         """Steps a-c; the baseline's outputs become the references."""
         ctx = self.ctx
         self.entry["verification"] = verify_calls(ctx, self.v, self.fn, self.own, self.flags, variant_precision(ctx, self.v))
+        # (the baseline's verification fixes ctx.base_precision, so its precision is read again below)
         checked(lambda: intact(ctx, "while verified"))
         if self.is_base:
             checked(lambda: check_reference(ctx))
@@ -350,8 +354,7 @@ class Trial:
         entry["suspect"] = suspect_reason(t.median_ms, ctx.refs.a, bound, ctx.peaks, self.precision, self.is_base,
                                           ctx.cache, flop_floor=ctx.device.type == "cuda")
         if ctx.stages:
-            entry["overlap_pct_of_ideal"] = overlap_pct(t.median_ms, ctx.stages)
-            entry["overlap_note"] = overlap_note(t.median_ms, ctx.stages)
+            entry["overlap_pct_of_ideal"], entry["overlap_note"] = placement(t.median_ms, ctx.stages)
         log(f"  {self.v.name:40s} {t.median_ms:10.4f} ms  (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f}, "
             f"n={t.samples}x{t.calls_per_sample}, {t.timer})" + (f"  SUSPECT: {entry['suspect']}" if entry["suspect"] else ""))
 
@@ -390,8 +393,7 @@ def after_timing(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
     if modified:
         raise Failed(f"while timed: modified input {modified[0]!r}")
     last = call(fn, own, "a", "after timing", flags)
-    check_outputs(ctx, ctx.ref_a, last, precision, (PRECISION_DTYPE[v.precision],) if v.precision else (),
-                  "after timing")
+    check_outputs(ctx, ctx.ref_a, last, precision, allowed_dtypes(v), "after timing")
 
 
 def in_loop_answer(ctx: Context, v: Variant, out, own: OwnInputs, flags: dict, precision: str) -> None:
@@ -403,7 +405,7 @@ def in_loop_answer(ctx: Context, v: Variant, out, own: OwnInputs, flags: dict, p
     if modified:
         raise Failed(f"inside a timing loop: modified input {modified[0]!r}")
     check_flags(flags, "inside a timing loop")
-    verdict = ctx.compare(ctx.ref_b, seen, precision, (PRECISION_DTYPE[v.precision],) if v.precision else ())
+    verdict = ctx.compare(ctx.ref_b, seen, precision, allowed_dtypes(v))
     if not verdict.ok:
         raise Failed(f"a call inside a timing loop, back to back with others, returned a wrong answer: "
                      f"{verdict.message}")

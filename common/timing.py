@@ -176,11 +176,6 @@ def _round_size(est_sample_s: float) -> int:
     return max(5, min(200, int(0.05 / max(est_sample_s, 1e-6))))
 
 
-def escaped(wall_s: float, event_span_s: float) -> bool:
-    """Did a round take longer on the host's clock than on the caller's stream (beyond launch and sync)?"""
-    return wall_s > ESCAPE_RATIO * event_span_s + ESCAPE_SLACK_S
-
-
 class Between:
     """What runs before each sample, outside its events: new input values, then the L2 scrub."""
 
@@ -227,13 +222,12 @@ def _sample_events(fn, device, calls, between: Between, budget_s, est_s, agree) 
                       "max_wall_over_event_span": max(ratios), "escaped": typical > ESCAPE_RATIO}
 
 
-def _sample_wall(fn, device, calls, between: Between | None, budget_s, agree) -> list[float]:
+def _sample_wall(fn, device, calls, between: Between, budget_s, agree) -> list[float]:
     """Host clock around each sample (with a device-wide sync on a GPU): nothing can escape it."""
     per_call: list[float] = []
     started = time.perf_counter()
     while not _enough(per_call, started, budget_s, agree):
-        if between:
-            between()
+        between()
         _sync(device)
         t0 = time.perf_counter()
         for _ in range(calls):
@@ -299,19 +293,14 @@ def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool | C
     between()  # once before any round: the first feed or scrub can load a kernel (lazy module loading)
     _sync(device)
     if device.type != "cuda":
-        per_call = _sample_wall(fn, device, calls, between, budget_s, agree)
-        timing = summarize(per_call, calls, "cpu_wall", False, warm)
-        timing.fed_new_values = feed is not None
-        return timing
-    per_call, check = _sample_events(fn, device, calls, between, budget_s, est, agree)
-    state = gpu_state(device)
-    check["escaped"] = bool(agree(float(check["escaped"])))
-    if check["escaped"]:
-        per_call = _sample_wall(fn, device, calls, between, budget_s, agree)
-        timing = summarize(per_call, calls, "wall_sync", flush is not None, warm)
+        timing = summarize(_sample_wall(fn, device, calls, between, budget_s, agree), calls, "cpu_wall", False, warm)
     else:
-        timing = summarize(per_call, calls, "cuda_event", flush is not None, warm)
-    timing.wall_check = check
-    timing.gpu_state = state
+        per_call, check = _sample_events(fn, device, calls, between, budget_s, est, agree)
+        state = gpu_state(device)
+        check["escaped"] = bool(agree(float(check["escaped"])))
+        if check["escaped"]:
+            per_call = _sample_wall(fn, device, calls, between, budget_s, agree)
+        timing = summarize(per_call, calls, "wall_sync" if check["escaped"] else "cuda_event", flush is not None, warm)
+        timing.wall_check, timing.gpu_state = check, state
     timing.fed_new_values = feed is not None
     return timing

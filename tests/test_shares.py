@@ -51,7 +51,7 @@ def test_a_pair_needing_more_gpus_than_visible_is_skipped_before_it_starts(monke
     from common.cli import cannot_run_here
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     pair = types.SimpleNamespace(devices=("cuda", "cpu"), nproc=2,
-                                 baseline=types.SimpleNamespace(missing_packages=lambda: []))
+                                 baseline=types.SimpleNamespace(cannot_run=lambda device_type: None))
     assert cannot_run_here(pair, "cuda") == "needs 2 GPUs; 1 visible"
     assert cannot_run_here(pair, "cpu") is None          # Gloo processes on a CPU: fine
     pair.nproc = 1
