@@ -148,22 +148,53 @@ def watch(cmd: list[str], result_path: Path, *, timeout_s: float, startup_s: flo
                      tail=list(tail), result=read_result(result_path))
 
 
+def _failures(lines) -> list[tuple[str, str | None]]:
+    """(rank, exit code) of each failure torchrun lists, its "Root Cause (first observed failure)" first."""
+    found, root = [], None
+    for line in lines:
+        if line.startswith("Root Cause"):
+            root = len(found)
+        m = re.match(r"rank\s*:\s*(\d+)", line)
+        if m:
+            found.append([m.group(1), None])
+        m = re.match(r"exitcode\s*:\s*(-?\d+)", line)
+        if m and found and found[-1][1] is None:
+            found[-1][1] = m.group(1)
+    found = [tuple(f) for f in found]
+    return found[root:root + 1] + found[:root] + found[root + 1:] if root is not None and root < len(found) else found
+
+
+def first_failure(tail) -> tuple[str, str | None] | None:
+    """The rank whose failure ended the run, and its exit code, from torchrun's report (None without one).
+
+    torchrun names as root cause the failure with the smallest timestamp, in whole seconds, so a rank that
+    died and rank 0 ending in the same second can come out either way. A death (any exit code but 1, a
+    worker's verdict on a failed pair, and -15, torchrun stopping the survivors) is preferred to its echoes.
+    """
+    found = _failures([line.strip() for line in tail if line.strip()])
+    died = [f for f in found if f[1] not in ("1", "-15")]
+    return (died or found or [None])[0]
+
+
 def crash_line(tail) -> str:
     """The line that says why a worker died: for torchrun, the rank that failed first and its exit code
     (and that rank's last exception, if it printed one); otherwise the last line printed."""
     lines = [line.strip() for line in tail if line.strip()]
-    rank = exitcode = None
-    root = next((i for i, line in enumerate(lines) if line.startswith("Root Cause")), None)
-    for line in lines[root:] if root is not None else []:  # torchrun's "Root Cause (first observed failure)" block
-        m = re.match(r"rank\s*:\s*(\d+)", line)
-        rank = m.group(1) if m and rank is None else rank
-        m = re.match(r"exitcode\s*:\s*(-?\d+)", line)
-        exitcode = m.group(1) if m and exitcode is None else exitcode
-    if rank is None:
+    first = first_failure(tail)
+    if first is None:
         return lines[-1] if lines else ""
+    rank, exitcode = first
     said = [line for line in lines if line.startswith(f"[rank{rank}]:") and ("Error" in line or "error" in line)]
     return f"rank {rank} failed first (exit code {exitcode})" + (f": {said[-1].split(':', 1)[1].strip()}" if said else
                                                                   ", without an error message")
+
+
+def another_rank_died(run: "WorkerRun") -> bool:
+    """Rank 0 wrote a finished result, but a rank died (an exit code other than 1, which is a worker's verdict
+    on a failed pair, or -15, torchrun stopping the others): rank 0's errors are then that death's echo
+    (a reset connection, say), not its cause, and the report names the death."""
+    first = first_failure(run.tail) if run.rc else None
+    return first is not None and first[1] not in ("1", "-15")
 
 
 def settle(run: WorkerRun, *, chapter: int, name: str, bound: str, files: dict[str, Path]) -> dict:
@@ -175,13 +206,15 @@ def settle(run: WorkerRun, *, chapter: int, name: str, bound: str, files: dict[s
     variant_names = list(files)
     files = {n: Path(p).name for n, p in files.items()}
     partial = run.result
-    if partial is not None and partial.get("in_progress") is None and run.stopped is None:
+    if partial is not None and partial.get("in_progress") is None and run.stopped is None \
+            and not another_rank_died(run):
         return partial
     where = (partial or {}).get("in_progress") or {}
     variant, stage = where.get("variant"), where.get("stage")
     at = (f" in {variant}" if variant else "") + (f" ({stage})" if stage else "")
     if partial is not None and "in_progress" in partial and partial["in_progress"] is None:
-        at = " after its last variant, while exiting"  # every result is in; the process did not end
+        # every result is in: the process did not end, or another rank died and rank 0 finished around it
+        at = "" if run.stopped is None else " after its last variant, while exiting"
     if run.stopped == "timeout":
         error = f"timed out after {run.timeout_s:.0f} s{at}"
         ended = "timed out"

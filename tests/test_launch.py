@@ -154,3 +154,45 @@ def test_watch_reports_the_exit_status_and_the_last_lines(tmp_path):
     run = watch([sys.executable, "-c", "print('one'); print('two'); raise SystemExit(3)"], tmp_path / "none.json",
                 timeout_s=30, echo=False)
     assert run.rc == 3 and run.tail[-2:] == ["one", "two"] and run.result is None and run.stopped is None
+
+
+def _torchrun_tail(rank, exitcode):
+    """The end of what torchrun prints when a worker fails (its "Root Cause" block)."""
+    return ["[rank0]: RuntimeError: Read error [127.0.0.1]:7875: Connection reset by peer",
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+            "============================================================",
+            "common.run FAILED", "------------------------------------------------------------",
+            "Failures:", "  <NO_OTHER_FAILURES>", "------------------------------------------------------------",
+            "Root Cause (first observed failure):", "[0]:", "  time      : 2026-11-23_10:00:00", "  host      : h",
+            f"  rank      : {rank} (local_rank: {rank})", f"  exitcode  : {exitcode} (pid: 1234)"]
+
+
+def test_a_rank_that_died_first_outranks_rank_0s_finished_result():
+    """Rank 0 can finish its pair (the baseline failed on a reset connection) before torchrun notices that
+    rank 1 died: the report must name the death, not its echo."""
+    echo = "baseline failed (verify): RuntimeError: Connection reset by peer"
+    finished = {"chapter": 82, "name": "x", "bound": "link", "status": "failed", "error": echo, "errors": [echo],
+                "baseline": {"name": "baseline", "error": echo}, "variants": [], "in_progress": None}
+    run = WorkerRun(rc=1, stopped=None, timeout_s=60, startup_limit_s=60, elapsed_s=3, startup_s=1,
+                    tail=_torchrun_tail(1, 7), result=finished)
+    r = settle(run, chapter=82, name="x", bound="link", files={"baseline": Path("b.py")})
+    assert r["status"] == "failed" and r["error"].startswith("crashed (exit code 1): rank 1 failed first (exit code 7)")
+    assert r["baseline"]["error"] == echo  # rank 0's own account is kept beside it
+    # rank 0 itself ending a failed pair (exit code 1) is not a crash: its result is the report
+    run.tail = _torchrun_tail(0, 1)
+    assert settle(run, chapter=82, name="x", bound="link", files={"baseline": Path("b.py")}) is finished
+
+
+def test_a_death_is_named_even_when_torchrun_blames_rank_0():
+    """torchrun's root cause is the failure with the smallest timestamp in whole seconds: when rank 0 ends
+    (exit code 1) in the second rank 1 died, it can be listed first. The death is still the one named."""
+    tail = _torchrun_tail(0, 1)
+    tail[tail.index("Failures:") + 1:tail.index("Failures:") + 2] = [
+        "[1]:", "  time      : 2026-11-23_10:00:00", "  rank      : 1 (local_rank: 1)", "  exitcode  : 7 (pid: 1235)"]
+    echo = "baseline failed (verify): RuntimeError: Connection reset by peer"
+    finished = {"chapter": 82, "name": "x", "bound": "link", "status": "failed", "error": echo, "errors": [echo],
+                "baseline": {"name": "baseline", "error": echo}, "variants": [], "in_progress": None}
+    run = WorkerRun(rc=1, stopped=None, timeout_s=60, startup_limit_s=60, elapsed_s=3, startup_s=1, tail=tail,
+                    result=finished)
+    r = settle(run, chapter=82, name="x", bound="link", files={"baseline": Path("b.py")})
+    assert "rank 1 failed first (exit code 7)" in r["error"], r["error"]
