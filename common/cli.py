@@ -165,11 +165,21 @@ def device_info(device, peaks: dict) -> dict:
     return info
 
 
+def _slug(label: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+
+
 def new_run_dir(label: str, now: dt.datetime | None = None) -> Path:
-    """profiles/runs/<date>-<label>/: where a user's run goes unless told otherwise."""
+    """profiles/runs/<date>-<label>: the name a user's output gets unless told otherwise (not created)."""
     now = now or dt.datetime.now(dt.timezone.utc)
-    slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
-    return RUNS_DIR / f"{now:%Y%m%d-%H%M%S}-{slug}"
+    return RUNS_DIR / f"{now:%Y%m%d-%H%M%S}-{_slug(label)}"
+
+
+def default_report_dir(label: str, now: dt.datetime | None = None) -> Path:
+    """profiles/runs/<date>-<label>/, created here, with -2, -3, ... when another run took that name in
+    the same second: two runs never write into one folder."""
+    from common.files import new_run_folder
+    return new_run_folder(_slug(label), runs=RUNS_DIR, now=now)
 
 
 def prepare_output(outdir: Path) -> str | None:
@@ -325,8 +335,10 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
     outdir, created = None, False
     if not (args.no_report or only_peaks):
         from common.peaks import device_name
-        outdir = args.output or new_run_dir(device_name(device))
-        created = not outdir.exists()
+        if args.output:
+            outdir, created = args.output, not args.output.exists()
+        else:
+            outdir, created = default_report_dir(device_name(device)), True
         problem = prepare_output(outdir)
         if problem:
             return fail(problem)

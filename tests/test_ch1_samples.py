@@ -1,7 +1,9 @@
 """Chapter 1's CUDA kernels and samples, checked where no GPU is needed: what the compiler did.
 
 - launch_bounds: ptxas really caps the registers of the __launch_bounds__ versions (and spills), and
-  leaves the free version unspilled: the premise of the pair, visible at compile time.
+  leaves the free version unspilled: the premise of the pair, visible at compile time. The chase
+  sample's premise too: free, just over the 128 registers that let two blocks share an SM; capped at
+  two blocks, a small spill; tighter caps, much more.
 - smem_prefetch: the three GEMM kernels share one register cap; the cp.async and TMA kernels really
   contain cp.async and cp.async.bulk.tensor; the extension still compiles for GPUs without them.
 - the samples have make rules under the names the chapter's guide uses, and the PyTorch bindings
@@ -25,8 +27,8 @@ CH1 = ROOT / "ch1"
 def ptxas_report(src, arch="sm_90", tmp_path=None) -> dict[str, dict]:
     """{kernel name: {"registers", "spill_stores"}} from `nvcc -Xptxas -v` for one .cu file."""
     out = tmp_path / (src.stem + ".o")
-    proc = subprocess.run([NVCC, "-std=c++17", "-O3", f"-arch={arch}", "-c", str(src), "-o", str(out),
-                           "-Xptxas", "-v"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([NVCC, "-std=c++17", "-O3", f"-arch={arch}", f"-I{ROOT / 'common' / 'cuda'}", "-c",
+                           str(src), "-o", str(out), "-Xptxas", "-v"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     kernels, name = {}, None
     for line in proc.stderr.splitlines():
@@ -62,6 +64,18 @@ def test_launch_bounds_caps_registers_and_spills(tmp_path):
         assert info["registers"] < free["registers"], (blocks, info)
     # Below the live set, the cap is paid in spills, more as the cap tightens.
     assert 0 < caps[2]["spill_stores"] < caps[4]["spill_stores"] < caps[8]["spill_stores"], caps
+
+
+@needs_nvcc
+def test_chase_sample_sits_just_over_the_two_block_register_limit(tmp_path):
+    k = ptxas_report(CH1 / "launch_bounds_chase_demo.cu", tmp_path=tmp_path)
+    free = find(k, "chase_free")
+    caps = {b: find(k, f"chase_cappedILi{b}E") for b in (2, 3, 4)}
+    # One block of 256 per SM when free (over 128 registers), unspilled; the 2-block cap is a small spill
+    # (what it costs is a few bytes per thread), and each tighter cap spills several times more.
+    assert 128 < free["registers"] <= 168 and free["spill_stores"] == 0, free
+    assert caps[2]["registers"] <= 128 and 0 < caps[2]["spill_stores"] <= 64, caps[2]
+    assert caps[3]["spill_stores"] > 4 * caps[2]["spill_stores"] and caps[4]["spill_stores"] >= caps[3]["spill_stores"]
 
 
 @needs_nvcc

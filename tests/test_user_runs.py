@@ -24,6 +24,16 @@ def test_benchmark_runs_default_to_profiles_runs():
     assert d.name.endswith("-nvidia-h100-80gb-hbm3")
 
 
+def test_two_runs_in_the_same_second_get_two_report_folders(monkeypatch, tmp_path):
+    import datetime
+    import common.cli
+    monkeypatch.setattr(common.cli, "RUNS_DIR", tmp_path / "runs")
+    now = datetime.datetime(2026, 11, 23, 12, 0, 0, tzinfo=datetime.timezone.utc)
+    first, second = (common.cli.default_report_dir("NVIDIA H100 80GB HBM3", now=now) for _ in range(2))
+    assert first != second and first.is_dir() and second.is_dir()
+    assert first.name == "20261123-120000-nvidia-h100-80gb-hbm3" and second.name == first.name + "-2"
+
+
 def test_roofline_picture_defaults_to_profiles_runs(monkeypatch, tmp_path):
     import common.cli
     from ch1 import roofline_analysis
