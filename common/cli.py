@@ -171,8 +171,8 @@ def _slug(label: str) -> str:
 
 def new_run_dir(label: str, now: dt.datetime | None = None) -> Path:
     """profiles/runs/<date>-<label>: the name a user's output gets unless told otherwise (not created)."""
-    now = now or dt.datetime.now(dt.timezone.utc)
-    return RUNS_DIR / f"{now:%Y%m%d-%H%M%S}-{_slug(label)}"
+    from common.files import run_name
+    return RUNS_DIR / run_name(_slug(label), now)
 
 
 def default_report_dir(label: str, now: dt.datetime | None = None) -> Path:

@@ -72,12 +72,17 @@ def finite(obj):
     return obj
 
 
+def run_name(tag: str, now: datetime.datetime | None = None) -> str:
+    """<YYYYMMDD-HHMMSS>-<tag> (UTC): how every run's output under runs/ is named."""
+    return f"{now or datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-{tag}"
+
+
 def new_run_folder(tag: str, runs: Path | None = None, now: datetime.datetime | None = None) -> Path:
     """A folder of this run's own, runs/<YYYYMMDD-HHMMSS>-<tag> (UTC, as benchmark.py names its runs), with
     -2, -3, ... when that exists: created here, so that two runs in the same second never share one."""
     runs = Path(runs or RUNS_DIR)
     runs.mkdir(parents=True, exist_ok=True)
-    base = f"{now or datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-{tag}"
+    base = run_name(tag, now)
     for n in itertools.count(1):
         path = runs / (base if n == 1 else f"{base}-{n}")
         try:

@@ -164,15 +164,20 @@ def _failures(lines) -> list[tuple[str, str | None]]:
     return found[root:root + 1] + found[:root] + found[root + 1:] if root is not None and root < len(found) else found
 
 
+# Exit codes that do not say a rank died: 1 is a worker's verdict on a failed pair, -15 torchrun stopping
+# the survivors once one rank has failed.
+_ECHO_EXIT_CODES = ("1", "-15")
+
+
 def first_failure(tail) -> tuple[str, str | None] | None:
     """The rank whose failure ended the run, and its exit code, from torchrun's report (None without one).
 
     torchrun names as root cause the failure with the smallest timestamp, in whole seconds, so a rank that
-    died and rank 0 ending in the same second can come out either way. A death (any exit code but 1, a
-    worker's verdict on a failed pair, and -15, torchrun stopping the survivors) is preferred to its echoes.
+    died and rank 0 ending in the same second can come out either way. A death (an exit code not in
+    _ECHO_EXIT_CODES) is preferred to its echoes.
     """
     found = _failures([line.strip() for line in tail if line.strip()])
-    died = [f for f in found if f[1] not in ("1", "-15")]
+    died = [f for f in found if f[1] not in _ECHO_EXIT_CODES]
     return (died or found or [None])[0]
 
 
@@ -180,7 +185,7 @@ def crash_line(tail) -> str:
     """The line that says why a worker died: for torchrun, the rank that failed first and its exit code
     (and that rank's last exception, if it printed one); otherwise the last line printed."""
     lines = [line.strip() for line in tail if line.strip()]
-    first = first_failure(tail)
+    first = first_failure(lines)
     if first is None:
         return lines[-1] if lines else ""
     rank, exitcode = first
@@ -190,11 +195,10 @@ def crash_line(tail) -> str:
 
 
 def another_rank_died(run: "WorkerRun") -> bool:
-    """Rank 0 wrote a finished result, but a rank died (an exit code other than 1, which is a worker's verdict
-    on a failed pair, or -15, torchrun stopping the others): rank 0's errors are then that death's echo
-    (a reset connection, say), not its cause, and the report names the death."""
+    """Rank 0 wrote a finished result, but a rank died: rank 0's errors are then that death's echo (a reset
+    connection, say), not its cause, and the report names the death."""
     first = first_failure(run.tail) if run.rc else None
-    return first is not None and first[1] not in ("1", "-15")
+    return first is not None and first[1] not in _ECHO_EXIT_CODES
 
 
 def settle(run: WorkerRun, *, chapter: int, name: str, bound: str, files: dict[str, Path]) -> dict:

@@ -167,20 +167,27 @@ def _torchrun_tail(rank, exitcode):
             f"  rank      : {rank} (local_rank: {rank})", f"  exitcode  : {exitcode} (pid: 1234)"]
 
 
+ECHO = "baseline failed (verify): RuntimeError: Connection reset by peer"
+
+
+def _rank0_finished(tail) -> WorkerRun:
+    """torchrun exited 1 after rank 0 wrote a finished result: its baseline failed on a reset connection."""
+    finished = {"chapter": 82, "name": "x", "bound": "link", "status": "failed", "error": ECHO, "errors": [ECHO],
+                "baseline": {"name": "baseline", "error": ECHO}, "variants": [], "in_progress": None}
+    return WorkerRun(rc=1, stopped=None, timeout_s=60, startup_limit_s=60, elapsed_s=3, startup_s=1, tail=tail,
+                     result=finished)
+
+
 def test_a_rank_that_died_first_outranks_rank_0s_finished_result():
     """Rank 0 can finish its pair (the baseline failed on a reset connection) before torchrun notices that
     rank 1 died: the report must name the death, not its echo."""
-    echo = "baseline failed (verify): RuntimeError: Connection reset by peer"
-    finished = {"chapter": 82, "name": "x", "bound": "link", "status": "failed", "error": echo, "errors": [echo],
-                "baseline": {"name": "baseline", "error": echo}, "variants": [], "in_progress": None}
-    run = WorkerRun(rc=1, stopped=None, timeout_s=60, startup_limit_s=60, elapsed_s=3, startup_s=1,
-                    tail=_torchrun_tail(1, 7), result=finished)
+    run = _rank0_finished(_torchrun_tail(1, 7))
     r = settle(run, chapter=82, name="x", bound="link", files={"baseline": Path("b.py")})
     assert r["status"] == "failed" and r["error"].startswith("crashed (exit code 1): rank 1 failed first (exit code 7)")
-    assert r["baseline"]["error"] == echo  # rank 0's own account is kept beside it
+    assert r["baseline"]["error"] == ECHO  # rank 0's own account is kept beside it
     # rank 0 itself ending a failed pair (exit code 1) is not a crash: its result is the report
     run.tail = _torchrun_tail(0, 1)
-    assert settle(run, chapter=82, name="x", bound="link", files={"baseline": Path("b.py")}) is finished
+    assert settle(run, chapter=82, name="x", bound="link", files={"baseline": Path("b.py")}) is run.result
 
 
 def test_a_death_is_named_even_when_torchrun_blames_rank_0():
@@ -189,10 +196,5 @@ def test_a_death_is_named_even_when_torchrun_blames_rank_0():
     tail = _torchrun_tail(0, 1)
     tail[tail.index("Failures:") + 1:tail.index("Failures:") + 2] = [
         "[1]:", "  time      : 2026-11-23_10:00:00", "  rank      : 1 (local_rank: 1)", "  exitcode  : 7 (pid: 1235)"]
-    echo = "baseline failed (verify): RuntimeError: Connection reset by peer"
-    finished = {"chapter": 82, "name": "x", "bound": "link", "status": "failed", "error": echo, "errors": [echo],
-                "baseline": {"name": "baseline", "error": echo}, "variants": [], "in_progress": None}
-    run = WorkerRun(rc=1, stopped=None, timeout_s=60, startup_limit_s=60, elapsed_s=3, startup_s=1, tail=tail,
-                    result=finished)
-    r = settle(run, chapter=82, name="x", bound="link", files={"baseline": Path("b.py")})
+    r = settle(_rank0_finished(tail), chapter=82, name="x", bound="link", files={"baseline": Path("b.py")})
     assert "rank 1 failed first (exit code 7)" in r["error"], r["error"]
