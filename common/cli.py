@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import tempfile
 from pathlib import Path
 
@@ -512,6 +513,7 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
     budget = args.budget or (0.3 if args.quick else 2.0)
     n = len(selection)
     print(f"{n} pair(s) on {peaks['device']} ({device.type})" + (", quick" if args.quick else ""), file=sys.stderr)
+    started = time.monotonic()
     for i, ((c, name, base, opts), pair) in enumerate(zip(selection, loaded), 1):
         tag = f"[{i}/{n}] ch{c}/{name}"
         if isinstance(pair, Exception):  # a file that does not import or breaks the contract fails alone
@@ -531,7 +533,24 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
                               profile=args.profile, outdir=outdir)
         if r["status"] == "failed":
             print(f"    FAILED: {r.get('error') or 'a variant failed; see the report'}", file=sys.stderr)
+        print(f"    {tag}: {r.get('elapsed_s', 0):.1f} s wall" + _stages_text(r), file=sys.stderr)
         results.append(r)
+    print(f"{n} pair(s) in {time.monotonic() - started:.1f} s", file=sys.stderr)
+
+
+def _stages_text(r: dict) -> str:
+    """Where a pair's wall time went: the worker's start (interpreter, imports, CUDA), then each entry's
+    prepare(), verification and timed rounds."""
+    parts = []
+    if r.get("startup_s") is not None:
+        parts.append(f"start {r['startup_s']:.1f} s")
+    timed = sum(e.get("timed_s") or 0 for e in [r.get("baseline") or {}] + list(r.get("variants") or []))
+    prepared = sum(e.get("prepare_s") or 0 for e in [r.get("baseline") or {}] + list(r.get("variants") or []))
+    if prepared:
+        parts.append(f"prepare {prepared:.1f} s")
+    if timed:
+        parts.append(f"timed rounds {timed:.1f} s")
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def run_pair_file(path: str, argv=None) -> None:

@@ -20,6 +20,7 @@ import torch
 from common.pair import ContractError, Pair, Workload
 from common.verify import same_bits
 
+SHIFT_STEP = 2**31 - 1  # a prime: i * SHIFT_STEP mod n differs for every i < n (n < 2**31)
 SEEDS = (1234,)  # seed A; seed B is drawn at random when first needed, after the baseline's prepare()
 
 
@@ -119,13 +120,20 @@ class OwnInputs:
         src = self.refs.sources(which)
         # Through .data: the tensor's version counter does not move, so a cache keyed on it (or on the
         # data pointer) sees "unchanged" input and is caught returning its old answer.
+        derived = self.refs.a.derived
         with torch.no_grad():
             for k in self.refs.per_call:
                 value, dst = src[k], self.w.inputs[k].data
+                if shift is not None and k in derived:
+                    continue  # written below, from the values just fed
                 if shift is not None and value.is_floating_point() and k not in self.refs.a.updated:
                     rotate_into(dst, value, shift)
                 elif shift is None or k not in self.refs.a.updated:
                     dst.copy_(value)
+            if shift is not None:
+                for k, f in derived.items():
+                    self.w.inputs[k].data.copy_(f({n: t.data if isinstance(t, torch.Tensor) else t
+                                                   for n, t in self.w.inputs.items()}))
         self.fed, self.shift = (which, None) if not shift else ("rolled", shift)
 
     def new_every_sample(self, samples: int) -> bool:
@@ -135,15 +143,23 @@ class OwnInputs:
                    if k not in self.refs.a.updated)
 
     def feed_new(self, i: int) -> None:
-        """The i-th value set never fed before (seed B's values rotated by i places), into the per-call
-        inputs only: the timed loop's feed. The declared state is left as the calls update it."""
-        self.feed("b", shift=i)
+        """The i-th value set never fed before (seed B's values rotated by i * SHIFT_STEP places), into the
+        per-call inputs only: the timed loop's feed. The declared state is left as the calls update it.
+
+        The step is a prime larger than any input, so the first numel shifts are all different; and
+        consecutive value sets are not neighbouring rotations (by 1, 2, 3 places), which a cache keyed on
+        a strided sample of the input would see as the same few keys again and again."""
+        self.feed("b", shift=i * SHIFT_STEP)
 
     def expected(self, name: str, which: str) -> torch.Tensor:
+        if which == "rolled" and name in self.refs.a.derived:  # computed from the other inputs' rotated values
+            others = {k: self.expected(k, which) if isinstance(v, torch.Tensor) and k not in self.refs.a.derived else v
+                      for k, v in self.refs.a.inputs.items()}
+            return self.refs.a.derived[name](others)
         if which == "rolled":  # what feed_new wrote last: seed B's floating-point values rotated
             value = self.refs.fresh.get(name, self.refs.a.inputs[name])
             if name in self.refs.fresh and value.is_floating_point():
-                value = value.reshape(-1).roll(self.shift).view_as(value)
+                value = value.reshape(-1).roll(self.shift % max(1, value.numel())).view_as(value)
             return value
         if which == "b" and name in self.refs.fresh:
             return self.refs.fresh[name]

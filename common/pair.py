@@ -114,6 +114,11 @@ class Workload:
     duplex: bool = False
     collective: str = ""
     message_bytes: float = 0.0
+    derived: dict = dataclasses.field(default_factory=dict)
+
+    # derived      {name: f(inputs) -> tensor} for a per-call input that holds another input's values in
+    #              another layout (the same particles stored as structs and as fields): the harness feeds
+    #              the others new values, then writes f(inputs) into it, so every layout holds one value set
 
     def per_call(self) -> list[str]:
         """Names of the tensor inputs a real loop feeds anew each step (and the declared state)."""

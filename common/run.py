@@ -49,8 +49,8 @@ from common.pair import Pair, Variant, check_workload, pair_record, variant_reco
 from common.physics import achieved, cache_bytes, suspect_reason
 from common.profiling.capture import count_launches, profile_calls
 from common.report import speedup_interval
-from common.timing import L2Scrubber, back_to_back, time_call
-from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, check_inputs_random, looser, responds_to_inputs,
+from common.timing import Between, L2Scrubber, Timed, back_to_back, finish, gpu_state, paired_speedup, time_rounds
+from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, as_tensors, check_inputs_random, looser, responds_to_inputs,
                            snapshot_as_caller, verify_outputs)
 
 
@@ -257,47 +257,62 @@ def verify_calls(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
     return out
 
 
-def check_and_time(ctx: Context, v: Variant) -> dict:
-    """Verify, time and verify again one variant (or the baseline) on its own copy of the workload."""
-    trial = Trial(ctx, v)
-    if trial.cannot_run():
-        return trial.entry
-    steps = (("prepare", trial.prepare), ("verify", trial.verify), ("time", trial.time),
-             ("verify after timing", trial.verify_after_timing), ("back to back", trial.back_to_back),
-             ("profile", trial.profile))
-    try:
-        trial.own = checked(ctx.refs.own_copy)
-        with numerics(flags_precision(ctx, v)):
-            for trial.stage, step in steps:
-                step()
-        trial.rate()
-    except ExtensionUnavailable as e:  # a kernel this GPU cannot run (TMA before sm_90): not a failure
-        trial.entry.update(skipped=str(e), verified=False)
-        log(f"  {v.name}: skipped: {e}")
-    except Exception as e:  # a failed check, a crash or running out of memory fails this variant alone
-        trial.failed(e)
-    finally:
-        trial.fn = trial.own = None  # drop the variant's state before the next one is built
-        ctx.untouched.restore()
-        _free(ctx.device)
-    return trial.entry
-
-
 class Trial:
-    """One variant's way through check_and_time: each step a method, in the order the steps run."""
+    """One variant's way through the pair: each step a method, in the order the steps run.
+
+    prepare and verify run for one variant at a time; the timed rounds run every verified variant in
+    turn (`time_together`); the steps after timing again one at a time. The variant's state (its
+    prepared callable, its own copy of the workload) is kept from prepare() until its last step.
+    """
 
     def __init__(self, ctx: Context, v: Variant):
         self.ctx, self.v, self.is_base = ctx, v, v.name == "baseline"
         self.entry = variant_record(v.name, v.path.name, summary=v.summary, kind="baseline" if self.is_base else v.kind)
         self.flags = wanted_flags(flags_precision(ctx, v))
         self.stage, self.fn, self.own, self.t = "prepare", None, None, None
-        ctx.memory = PeakMemory(ctx.device)
+        self.precision = variant_precision(ctx, v)
+        self.done = False
+        self.timed: Timed | None = None   # the baseline's, kept across the variants it is timed beside
+
+    @property
+    def alive(self) -> bool:
+        return not self.done
 
     def cannot_run(self) -> bool:
         why = self.v.cannot_run(self.ctx.device.type)
         if why:
             self.entry["skipped"] = why
+            self.done = True
         return why is not None
+
+    def run(self, *steps) -> bool:
+        """Run `steps` (methods of this trial) in the variant's numerics flags; a failure, a crash or running
+        out of memory fails this variant alone and drops its state. Returns whether it is still alive."""
+        if self.done:
+            return False
+        try:
+            if self.own is None:
+                self.ctx.memory = PeakMemory(self.ctx.device)
+                self.own = checked(self.ctx.refs.own_copy)
+            with numerics(flags_precision(self.ctx, self.v)):
+                for step in steps:
+                    self.stage = step.__name__.replace("_", " ")
+                    step()
+        except ExtensionUnavailable as e:  # a kernel this GPU cannot run (TMA before sm_90): not a failure
+            self.entry.update(skipped=str(e), verified=False)
+            log(f"  {self.v.name}: skipped: {e}")
+            self.close()
+        except Exception as e:  # a failed check, a crash or running out of memory fails this variant alone
+            self.failed(e)
+            self.close()
+        return not self.done
+
+    def close(self):
+        """Drop the variant's state (before the next variant is built, or once its last step ran)."""
+        self.fn = self.own = None
+        self.done = True
+        self.ctx.untouched.restore()
+        _free(self.ctx.device)
 
     def prepare(self):
         log(f"  {self.v.name}: verifying")
@@ -317,21 +332,8 @@ class Trial:
             checked(lambda: check_reference(ctx))
             ctx.stages = stage_times(ctx.pair, self.own.w, ctx.device, ctx.agree)
         self.precision = variant_precision(ctx, self.v)
-
-    def time(self):
-        """Step d: every sample one call on new values (common.timing)."""
-        ctx = self.ctx
-        log(f"  {self.v.name}: timing")
-        self.t = time_call(self.fn, ctx.device, flush_l2=ctx.scrubber or False, budget_s=ctx.budget_s, agree=ctx.agree,
-                           compute_bound=ctx.pair.bound == "compute" and not ctx.quick,
-                           feed=new_values(self.own, ctx.device))
-        self.entry.update(precision=self.precision, **self.t.as_dict())
-        # True only where no value set repeated: integer-only inputs (token ids) and small float tensors
-        # (a rotation repeats after numel samples) are fed, but not with values never seen.
-        self.entry["fed_new_values"] = self.t.fed_new_values and self.own.new_every_sample(self.t.samples)
-        if ctx.device.type == "cuda":  # the variant's own memory, before the checks below copy any input
+        if ctx.device.type == "cuda":  # the variant's own memory: its prepare() and three calls, before others are built
             self.entry["peak_memory_mb"] = ctx.memory.mb()
-        checked(lambda: intact(ctx, "while timed"))
 
     def verify_after_timing(self):
         checked(lambda: after_timing(self.ctx, self.v, self.fn, self.own, self.flags, self.precision, self.t))
@@ -345,7 +347,11 @@ class Trial:
     def profile(self):
         self.entry.update(profile_variant(self.fn, self.v, self.ctx))
 
-    def rate(self):
+    def rate_so_far(self):
+        """The baseline's figures from its rounds so far, written before the next variant runs."""
+        self.rate(say=False)
+
+    def rate(self, say: bool = True):
         """Step e: rates, the share of the ceiling that applies, and the physics check."""
         ctx, t, entry = self.ctx, self.t, self.entry
         bound = ctx.pair.bound
@@ -355,6 +361,8 @@ class Trial:
                                           ctx.cache, flop_floor=ctx.device.type == "cuda")
         if ctx.stages:
             entry["overlap_pct_of_ideal"], entry["overlap_note"] = placement(t.median_ms, ctx.stages)
+        if not say:
+            return
         log(f"  {self.v.name:40s} {t.median_ms:10.4f} ms  (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f}, "
             f"n={t.samples}x{t.calls_per_sample}, {t.timer})" + (f"  SUSPECT: {entry['suspect']}" if entry["suspect"] else ""))
 
@@ -445,6 +453,98 @@ def check_reference(ctx: Context) -> None:
         raise Failed(f"the baseline disagrees with the single-process reference: {verdict.message}")
 
 
+# ----------------------------------------------------------------------------- timed beside the baseline
+def timed_entry(ctx: Context, trial: "Trial") -> Timed:
+    """A verified variant's callable as the timed rounds run it: fed new values, scrubbed, in its flags."""
+    return Timed(trial.fn, Between(new_values(trial.own, ctx.device), ctx.scrubber),
+                 context=lambda: numerics(flags_precision(ctx, trial.v)))
+
+
+def time_with_baseline(ctx: Context, base: "Trial", t: "Trial | None") -> None:
+    """Step d: the baseline and one variant timed in interleaved rounds (common.timing.time_rounds), so
+    that whatever drifts while they are timed falls on both; the variant's speedup is the median of the
+    per-round ratios. The last call of rounds 1, 2, 4, 8, ... is checked against the baseline's answer
+    on the same values (`in_loop_check`). The baseline's samples pool over every variant it is timed beside."""
+    log(f"  {t.v.name if t else 'baseline'}: timing" + (" (in turn with the baseline)" if t else ""))
+    entries = [base.timed] + ([timed_entry(ctx, t)] if t else [])
+    first_round = len(base.timed.round_s)
+    guard = lambda step: checked(lambda: (step(), intact(ctx, "while timed"))[0])  # noqa: E731
+    started = time.perf_counter()
+    time_rounds(entries, ctx.device, budget_s=ctx.budget_s, agree=ctx.agree,
+                compute_bound=ctx.pair.bound == "compute" and not ctx.quick,
+                check=in_loop_check(ctx, base, [base] + ([t] if t else [])), guard=guard)
+    state = gpu_state(ctx.device) if ctx.device.type == "cuda" else None
+    (t or base).entry["timed_s"] = time.perf_counter() - started   # warm-ups and rounds, both sides
+    for trial, e in zip([base] + ([t] if t else []), entries):
+        if e.error is not None:
+            trial.stage = "time"
+            trial.failed(e.error)
+            trial.close()
+            continue
+        trial.t = finish(e, ctx.device, budget_s=ctx.budget_s, agree=ctx.agree, flushed=ctx.scrubber is not None,
+                         state=state)
+        trial.entry.update(precision=trial.precision, **trial.t.as_dict())
+        # True only where no value set repeated: integer-only inputs (token ids) and small float tensors
+        # (a rotation repeats after numel samples) are fed, but not with values never seen.
+        trial.entry["fed_new_values"] = trial.t.fed_new_values and trial.own.new_every_sample(trial.t.samples)
+    if t is not None and t.t is not None and base.alive:
+        t.entry["paired"] = paired_speedup(base.timed.round_s[first_round:], entries[1].round_s)
+    if base.alive and base.t is not None:
+        base.run(base.rate_so_far)  # the baseline's figures so far (a variant that hangs later loses none of them)
+
+
+def in_loop_check(ctx: Context, base: "Trial", trials: list["Trial"]):
+    """The answer of a call made inside the timed loop, at its pace, against the baseline's on the same values.
+
+    Verification calls a variant one call at a time; the timed loop calls it back to back at full speed.
+    A variant that answers differently at speed (a lower precision once called N times in a row, a cache
+    warmed by a streak, an autotuner switching mid-loop) passes the first and not this. The kept answer is
+    the round's last call, with the most calls back to back before it; the baseline is then fed the same
+    value set (its rotation of seed B's values) and called alone. Not for pairs whose call updates declared
+    state (a KV cache): there each variant's state has moved on in its own way.
+    """
+    def check(index: int, entry: Timed, kept) -> None:
+        trial = trials[index]
+        if ctx.refs.a.updated:
+            trial.entry["in_loop_checks"] = "not applicable: the call updates declared state"
+            return
+        fed = entry.between.fed
+        base.own.feed_new(fed)
+        with numerics(flags_precision(ctx, base.v)):
+            expected = [x.detach().clone() for x in as_tensors(base.fn())]
+        verdict = ctx.compare(expected, as_tensors(kept), trial.precision, allowed_dtypes(trial.v))
+        trial.entry["in_loop_checks"] = trial.entry.get("in_loop_checks", 0) + 1
+        if not verdict.ok:
+            raise Failed(f"inside the timing loop, at its pace: the answer of its call on value set {fed} (the last of "
+                         f"{entry.rnd} samples back to back in round {len(entry.round_s)}) differs from the "
+                         f"baseline's on the same values: {verdict.message}")
+    return check
+
+
+def paired_result(base: "Trial", t: "Trial") -> None:
+    """A verified variant's speedup and its interval, from the rounds timed in turn with the baseline."""
+    e = t.entry
+    if not e.get("verified") or e.get("error"):
+        return
+    paired = e.pop("paired", None)
+    if paired:
+        e["speedup"], e["speedup_ci"] = paired[0], list(paired[1])
+        e["speedup_of_medians"] = base.entry["median_ms"] / e["median_ms"]
+    else:  # fewer than three rounds (a budget spent by one slow call): the ratio of the medians
+        e["speedup"] = base.entry["median_ms"] / e["median_ms"]
+        interval = speedup_interval(base.entry, e)
+        e["speedup_ci"] = list(interval) if interval else None
+
+
+def base_failed(result: dict, base: "Trial", rest: list[Variant], fail) -> dict:
+    fail(f"baseline failed ({base.entry.get('failed_at')}): {base.entry['error']}")
+    result["variants"] += [variant_record(v.name, v.path.name, summary=v.summary, kind=v.kind,
+                                          skipped="not run: the baseline failed") for v in rest]
+    for e in result["variants"]:
+        e["speedup"] = e["speedup_ci"] = None
+    return result
+
+
 # ----------------------------------------------------------------------------- the pair
 def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: float = 2.0,
              peaks: dict | None = None, profile: str | None = None, outdir: Path | None = None,
@@ -482,36 +582,52 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
                           "per_call": ctx.refs.per_call, "duplex": w.duplex, "collective": w.collective,
                           "message_bytes": w.message_bytes}
 
-    progress(result, {"variant": "baseline", "stage": "verify and time"})
-    base = check_and_time(ctx, pair.baseline)
-    base.update(speedup=1.0 if base["verified"] else None)
+    progress(result, {"variant": "baseline", "stage": "verify"})
+    base = Trial(ctx, pair.baseline)
+    result["baseline"] = base.entry
+    if not base.cannot_run():
+        base.run(base.prepare, base.verify)
     result["workload"]["seeds"] = [SEEDS[0], ctx.refs.seed_b]
-    result["baseline"] = base
     if ctx.stages:
         result["stages"] = ctx.stages
-    if base.get("skipped"):  # the baseline cannot run here (a package, a kernel this GPU lacks): nothing can
-        result.update(status="skipped", error=base["skipped"])
+    if base.entry.get("skipped"):  # the baseline cannot run here (a package, a kernel this GPU lacks): nothing can
+        result.update(status="skipped", error=base.entry["skipped"])
         return result
-    if not base["verified"]:
-        fail(f"baseline failed ({base.get('failed_at')}): {base['error']}")
-        result["variants"] = [variant_record(v.name, v.path.name, summary=v.summary, kind=v.kind,
-                                             skipped="not run: the baseline failed") for v in pair.variants]
-        return result
-    for v in pair.variants:
+    if not base.alive:
+        return base_failed(result, base, pair.variants, fail)
+    base.timed = timed_entry(ctx, base)
+    for i, v in enumerate(pair.variants):
         progress(result, {"variant": v.name, "stage": "verify and time"})
-        entry = check_and_time(ctx, v)
-        if entry.get("error"):
-            fail(f"{v.name} failed ({entry.get('failed_at')}): {entry['error']}")
-        elif entry["verified"]:
-            entry["speedup"] = base["median_ms"] / entry["median_ms"]
-            interval = speedup_interval(base, entry)  # one formula for the harness and for older reports
-            entry["speedup_ci"] = list(interval) if interval else None
-            if base.get("suspect"):
-                entry["suspect"] = entry["suspect"] or "the baseline's time is suspect"
-            if entry["suspect"]:
-                entry["speedup"] = entry["speedup_ci"] = None
-        result["variants"].append(entry)
-    result["suspect"] = [e["name"] for e in [base] + result["variants"] if e.get("suspect")]
+        t = Trial(ctx, v)
+        if not t.cannot_run() and t.run(t.prepare, t.verify):
+            time_with_baseline(ctx, base, t)
+            t.run(t.verify_after_timing, t.back_to_back, t.profile, t.rate)
+            t.close()
+        if not base.alive:  # its in-loop answer failed, or it crashed, while timed beside this variant
+            return base_failed(result, base, pair.variants[i + 1:], fail)
+        paired_result(base, t)
+        if t.entry.get("error"):
+            fail(f"{v.name} failed ({t.entry.get('failed_at')}): {t.entry['error']}")
+        result["variants"].append(t.entry)
+    progress(result, {"variant": "baseline", "stage": "verify after timing"})
+    if not base.timed.round_s:  # no variant reached the timed rounds: the baseline is timed alone
+        time_with_baseline(ctx, base, None)
+    if base.alive:
+        base.run(base.verify_after_timing, base.back_to_back, base.profile, base.rate)
+        base.close()
+    base.entry.update(speedup=1.0 if base.entry["verified"] else None)
+    if not base.entry["verified"]:
+        fail(f"baseline failed ({base.entry.get('failed_at')}): {base.entry['error']}")
+        for e in result["variants"]:
+            e["speedup"] = e["speedup_ci"] = None
+    for e in result["variants"]:
+        if base.entry.get("suspect") and e.get("verified"):
+            e["suspect"] = e["suspect"] or "the baseline's time is suspect"
+        if e.get("suspect"):
+            e["speedup"] = e["speedup_ci"] = None
+        if e.get("two_modes") and not base.entry.get("two_modes"):
+            e["two_modes_flag"] = True
+    result["suspect"] = [e["name"] for e in [base.entry] + result["variants"] if e.get("suspect")]
     return result
 
 

@@ -26,6 +26,7 @@ CPU: the same loop with time.perf_counter.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import statistics
@@ -43,6 +44,11 @@ MAX_CALLS_PER_SAMPLE = 1000
 MEDIAN_CI_TARGET = 0.01     # stop when the median's 95% CI is under 1% of it
 MIN_SAMPLES = 10
 MAX_SAMPLES = 20000
+MIN_ROUNDS = 10             # with several entries: paired rounds before a speedup's interval is trusted
+MAX_ROUNDS = 20000
+RATIO_CI_TARGET = 0.02      # stop when every paired speedup's 95% interval is under 2% of it
+TWO_MODE_RATIO = 1.5        # two levels of per-call time this far apart...
+TWO_MODE_SEPARATION = 3.0   # ...and this clearly apart (Ashman's D) are two modes
 ESCAPE_RATIO = 1.05         # a round's wall time over its event span beyond which work escaped
 ESCAPE_SLACK_S = 2e-4       # covers the first launch and the closing sync (tens of µs each)
 
@@ -62,6 +68,9 @@ class Timing:
     wall_check: dict | None = None
     gpu_state: dict | None = None   # SM clock, power and temperature read right after the samples
     fed_new_values: bool = False    # every sample one call on input values it had never seen
+    rounds: int = 0                 # rounds of samples (timed in turn with the pair's other entries)
+    round_ms: list | None = None    # each round's median per-call time
+    two_modes: dict | None = None   # two separate levels of per-call time (common.timing.two_modes)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -69,14 +78,11 @@ class Timing:
 
 def median_ci_rel(sorted_x: list[float]) -> float:
     """Width of the distribution-free 95% CI of the median (order statistics), relative to it."""
-    n = len(sorted_x)
-    if n < 3:
+    if len(sorted_x) < 3:
         return math.inf
-    half = 1.96 * math.sqrt(n) / 2
-    lo = max(0, math.floor(n / 2 - half) - 1)
-    hi = min(n - 1, math.ceil(n / 2 + half))
+    lo, hi = median_interval(sorted_x)
     med = statistics.median(sorted_x)
-    return (sorted_x[hi] - sorted_x[lo]) / med if med > 0 else math.inf
+    return (hi - lo) / med if med > 0 else math.inf
 
 
 def percentile(sorted_x: list[float], q: float) -> float:
@@ -162,15 +168,6 @@ def _calls_per_sample(est_s: float, fed: bool) -> int:
     return max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(SAMPLE_TARGET_S / max(est_s, 1e-7))))
 
 
-def _enough(per_call: list[float], started: float, budget_s: float, agree) -> bool:
-    if len(per_call) >= MAX_SAMPLES or time.perf_counter() - started > budget_s:
-        done = len(per_call) >= 3
-    else:
-        done = len(per_call) >= MIN_SAMPLES and median_ci_rel(sorted(per_call)) <= MEDIAN_CI_TARGET
-    # Under torchrun every rank must take the same number of samples (collectives inside the call).
-    return agree(0.0 if done else 1.0) == 0.0
-
-
 def _round_size(est_sample_s: float) -> int:
     # Sync (and check the stopping rule) about every 50 ms of work.
     return max(5, min(200, int(0.05 / max(est_sample_s, 1e-6))))
@@ -190,51 +187,232 @@ class Between:
             self.flush()
 
 
-def _sample_events(fn, device, calls, between: Between, budget_s, est_s, agree) -> tuple[list[float], dict]:
-    """Per-call times from CUDA events, and the rounds' wall-clock check."""
-    per_call: list[float] = []
-    started = time.perf_counter()
-    rnd = _round_size(est_s * calls)
-    ratios: list[float] = []
-    while not _enough(per_call, started, budget_s, agree):
-        pending = []
-        torch.cuda.synchronize(device)
+def _clone(out: Any) -> Any:
+    """A copy of a call's output (a tensor or a tuple of them), taken on the caller's stream."""
+    if isinstance(out, torch.Tensor):
+        return out.detach().clone()
+    if isinstance(out, (tuple, list)):
+        return type(out)(_clone(t) for t in out)
+    return out
+
+
+@dataclasses.dataclass
+class Timed:
+    """One callable's state through the timed rounds: its samples, its rounds, the answer it kept."""
+    fn: Callable[[], Any]
+    between: Between
+    context: Callable[[], Any] = contextlib.nullcontext   # entered around each of its rounds (numerics flags)
+    est_s: float = 0.0
+    calls: int = 1
+    rnd: int = 5
+    warmup_calls: int = 0
+    per_call: list = dataclasses.field(default_factory=list)     # seconds, every sample
+    round_s: list = dataclasses.field(default_factory=list)      # each round's median per-call time
+    wall_ratios: list = dataclasses.field(default_factory=list)  # each round's host wall over its event span
+    error: Exception | None = None
+
+
+def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float, Any]:
+    """One round of `t.rnd` samples timed with CUDA events, and its wall-over-span ratio.
+
+    The round's span starts with an event recorded before its first feed and scrub: everything the
+    round launches on the caller's stream lies between that event and the last one. With `keep`, the
+    output of the round's last call (the one with the most calls back to back before it) is copied
+    after that sample's closing event, so the copy is not timed.
+    """
+    torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    first = torch.cuda.Event(enable_timing=True)
+    first.record()
+    pending, kept, out = [], None, None
+    for _ in range(t.rnd):
+        t.between()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(t.calls):
+            out = t.fn()
+        e.record()
+        pending.append((s, e))
+    if keep:
+        kept = _clone(out)
+    torch.cuda.synchronize(device)
+    wall = time.perf_counter() - t0
+    span = first.elapsed_time(pending[-1][1]) * 1e-3
+    ratio = (wall - ESCAPE_SLACK_S) / span if span > 0 else math.inf
+    return [s.elapsed_time(e) * 1e-3 / t.calls for s, e in pending], ratio, kept
+
+
+def _round_wall(t: Timed, device: torch.device, keep: bool) -> tuple[list[float], Any]:
+    """One round timed on the host clock, with a device-wide sync around each sample on a GPU: nothing can
+    escape it (the CPU's timer, and the re-timing of a variant whose work escaped the caller's stream)."""
+    times, out = [], None
+    for _ in range(t.rnd):
+        t.between()
+        _sync(device)
         t0 = time.perf_counter()
-        # The round's span starts here, before the first feed and scrub: everything the round
-        # launches on the caller's stream lies between this event and the last one.
-        first = torch.cuda.Event(enable_timing=True)
-        first.record()
-        for _ in range(rnd):
-            between()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(calls):
-                fn()
-            e.record()
-            pending.append((s, e))
-        torch.cuda.synchronize(device)
-        wall = time.perf_counter() - t0
-        span = first.elapsed_time(pending[-1][1]) * 1e-3
-        ratios.append((wall - ESCAPE_SLACK_S) / span if span > 0 else math.inf)
-        per_call.extend(s.elapsed_time(e) * 1e-3 / calls for s, e in pending)
+        for _ in range(t.calls):
+            out = t.fn()
+        _sync(device)
+        times.append((time.perf_counter() - t0) / t.calls)
+    return times, (_clone(out) if keep else None)
+
+
+def median_interval(sorted_x: list[float]) -> tuple[float, float]:
+    """The distribution-free 95% interval of the median (order statistics), as (low, high)."""
+    n = len(sorted_x)
+    half = 1.96 * math.sqrt(n) / 2
+    lo = max(0, math.floor(n / 2 - half) - 1)
+    hi = min(n - 1, math.ceil(n / 2 + half))
+    return sorted_x[lo], sorted_x[hi]
+
+
+def paired_speedup(base_round_s: list[float], round_s: list[float]) -> tuple[float, tuple[float, float]] | None:
+    """The speedup from rounds timed in turn: the median of the per-round ratios (the baseline's round
+    median over the variant's, each pair of rounds taken back to back) and that median's 95% interval.
+
+    A ratio of two rounds a few tens of ms apart is blind to what drifts more slowly (clocks, the host's
+    other work, allocator and cache state): that drift falls on both sides of each ratio alike.
+    """
+    ratios = sorted(b / v for b, v in zip(base_round_s, round_s) if b > 0 and v > 0)
+    if len(ratios) < 3:
+        return None
+    return statistics.median(ratios), median_interval(ratios)
+
+
+def two_modes(per_call_s: list[float]) -> dict | None:
+    """Two well separated levels in one variant's samples, or None.
+
+    The samples' logarithms are split where the two groups' spread is smallest (Otsu's rule); two modes
+    are said only where each group holds at least 10% of the samples, the upper level is at least 1.5x
+    the lower, and the groups stand apart by more than three times their spread (Ashman's D > 3). A
+    long tail of slow samples (a descheduled host) is one mode with a tail, not two.
+    """
+    xs = sorted(math.log(x) for x in per_call_s if x > 0)
+    n = len(xs)
+    if n < 20:
+        return None
+    prefix, sq = [0.0], [0.0]
+    for x in xs:
+        prefix.append(prefix[-1] + x)
+        sq.append(sq[-1] + x * x)
+
+    def var(i, j):  # population variance of xs[i:j]
+        m = (prefix[j] - prefix[i]) / (j - i)
+        return max(0.0, (sq[j] - sq[i]) / (j - i) - m * m)
+    lo_k, hi_k = max(2, math.ceil(0.1 * n)), min(n - 2, math.floor(0.9 * n))
+    if lo_k > hi_k:
+        return None
+    k = min(range(lo_k, hi_k + 1), key=lambda k: k * var(0, k) + (n - k) * var(k, n))
+    low, high = statistics.median(xs[:k]), statistics.median(xs[k:])
+    mean_l, mean_h = prefix[k] / k, (prefix[n] - prefix[k]) / (n - k)
+    spread = math.sqrt(var(0, k) + var(k, n))
+    d = math.sqrt(2) * (mean_h - mean_l) / spread if spread > 0 else math.inf
+    if math.exp(high - low) < TWO_MODE_RATIO or d <= TWO_MODE_SEPARATION:
+        return None
+    return {"low_ms": math.exp(low) * 1e3, "high_ms": math.exp(high) * 1e3, "high_share": (n - k) / n}
+
+
+def _settled(entries: list[Timed], elapsed: float, budget_s: float) -> bool:
+    """Every entry's median known to 1%, and with several entries every paired speedup to 2%; or the
+    budget spent (at least 3 rounds each, so every paired ratio has an interval)."""
+    rounds = min(len(t.round_s) for t in entries)
+    if rounds >= MAX_ROUNDS or any(len(t.per_call) >= MAX_SAMPLES for t in entries) or elapsed > budget_s:
+        return rounds >= (3 if len(entries) > 1 else 1) and all(len(t.per_call) >= 3 for t in entries)
+    if any(len(t.per_call) < MIN_SAMPLES or median_ci_rel(sorted(t.per_call)) > MEDIAN_CI_TARGET for t in entries):
+        return False
+    if len(entries) == 1:
+        return True
+    if rounds < MIN_ROUNDS:
+        return False
+    for t in entries[1:]:
+        paired = paired_speedup(entries[0].round_s, t.round_s)
+        if paired is None or (paired[1][1] - paired[1][0]) / paired[0] > RATIO_CI_TARGET:
+            return False
+    return True
+
+
+def _guarded(guard, step):
+    return guard(step) if guard else step()
+
+
+def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float = 2.0,
+                agree: Callable[[float], float] = None, compute_bound: bool = False,
+                check: Callable[[int, Timed, Any], None] | None = None,
+                guard: Callable[[Callable[[], Any]], Any] | None = None) -> None:
+    """Time every entry in interleaved rounds until each is known well enough (see the module docstring).
+
+    Round r runs one round of every live entry, forwards on even r and backwards on odd r (ABBA), so a
+    drift falls on each entry alike and each variant's round sits beside the baseline's (entry 0).
+    `check(index, entry, kept)` is called after the check rounds (1st, 2nd, 4th, 8th, ...) with the kept
+    output of the round's last call; raising fails that entry. `guard(step)` runs each entry's round (in
+    several processes: every rank agrees on a failure); an entry whose round raises is dropped, its
+    exception in `entry.error`, and the others go on. Fills each entry's per_call, round_s, wall_ratios.
+    """
+    agree = agree or _alone
+    device = torch.device(device)
+    on_gpu = device.type == "cuda"
+    for i, t in enumerate(entries):   # the first entry's warm-up heats the chip for all
+        min_s = COMPUTE_WARMUP_S if compute_bound and on_gpu and i == 0 else WARMUP_MIN_S
+        try:
+            with t.context():
+                est, t.warmup_calls = _guarded(guard, lambda: warm_up(t.fn, device, max(min_s, min(2.0, budget_s)),
+                                                                         agree, min_s))
+                t.est_s = est
+                t.calls = _calls_per_sample(est, fed=t.between.feed is not None)
+                t.rnd = _round_size(est * t.calls)
+                _guarded(guard, t.between)  # once before any round: the first feed or scrub can load a kernel
+                _sync(device)
+        except Exception as e:  # noqa: BLE001 - this entry fails alone
+            t.error = e
+    live = [t for t in entries if t.error is None]
+    started, r = time.perf_counter(), 0
+    while live and not agree(0.0 if _settled(live, time.perf_counter() - started, budget_s * len(entries)) else 1.0) == 0.0:
+        keep = check is not None and (r & (r + 1)) == 0   # rounds 0, 1, 3, 7, 15, ...
+        for t in (live if r % 2 == 0 else live[::-1]):
+            try:
+                with t.context():
+                    if on_gpu:
+                        times, ratio, kept = _guarded(guard, lambda: _round_events(t, device, keep))
+                        t.wall_ratios.append(ratio)
+                    else:
+                        times, kept = _guarded(guard, lambda: _round_wall(t, device, keep))
+                    t.per_call.extend(times)
+                    t.round_s.append(statistics.median(times))
+                    if keep:
+                        _guarded(guard, lambda: check(entries.index(t), t, kept))
+            except Exception as e:  # noqa: BLE001 - this entry fails alone; the others go on
+                t.error = e
+        live = [t for t in live if t.error is None]
+        r += 1
+
+
+def _sample_events(fn, device, calls, between: Between, budget_s, est_s, agree) -> tuple[list[float], dict]:
+    """Per-call times from CUDA events in rounds, and the rounds' wall-clock check (one entry)."""
+    t = Timed(fn, between, calls=calls, rnd=_round_size(est_s * calls))
+    started = time.perf_counter()
+    while not agree(0.0 if _settled([t], time.perf_counter() - started, budget_s) else 1.0) == 0.0:
+        times, ratio, _ = _round_events(t, device, False)
+        t.per_call.extend(times)
+        t.round_s.append(statistics.median(times))
+        t.wall_ratios.append(ratio)
+    return t.per_call, wall_check(t.wall_ratios)
+
+
+def wall_check(ratios: list[float]) -> dict:
     typical = statistics.median_low(ratios)  # of two rounds the lower: one slow round alone cannot fail a variant
-    return per_call, {"rounds": len(ratios), "median_wall_over_event_span": typical,
-                      "max_wall_over_event_span": max(ratios), "escaped": typical > ESCAPE_RATIO}
+    return {"rounds": len(ratios), "median_wall_over_event_span": typical,
+            "max_wall_over_event_span": max(ratios), "escaped": typical > ESCAPE_RATIO}
 
 
 def _sample_wall(fn, device, calls, between: Between, budget_s, agree) -> list[float]:
     """Host clock around each sample (with a device-wide sync on a GPU): nothing can escape it."""
-    per_call: list[float] = []
+    t = Timed(fn, between, calls=calls, rnd=1)
     started = time.perf_counter()
-    while not _enough(per_call, started, budget_s, agree):
-        between()
-        _sync(device)
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        _sync(device)
-        per_call.append((time.perf_counter() - t0) / calls)
-    return per_call
+    while not agree(0.0 if _settled([t], time.perf_counter() - started, budget_s) else 1.0) == 0.0:
+        times, _ = _round_wall(t, device, False)
+        t.per_call.extend(times)
+        t.round_s.append(times[0])
+    return t.per_call
 
 
 def back_to_back(fn: Callable[[], Any], feed_b: Callable[[], Any], calls: int = 3) -> Any:
@@ -273,6 +451,34 @@ def _alone(x: float) -> float:
     return x
 
 
+def finish(t: Timed, device: torch.device, *, budget_s: float = 2.0, agree: Callable[[float], float] = _alone,
+           flushed: bool = False, state: dict | None = None) -> Timing:
+    """An entry's Timing once its rounds are done: on a GPU, the round check, and where work escaped the
+    caller's stream, the entry timed again end to end (a device-wide sync around every sample)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        timing = summarize(t.per_call, t.calls, "cpu_wall", False, t.warmup_calls)
+    else:
+        check = wall_check(t.wall_ratios)
+        check["escaped"] = bool(agree(float(check["escaped"])))
+        per_call = t.per_call
+        if check["escaped"]:
+            per_call = _sample_wall(t.fn, device, t.calls, t.between, budget_s, agree)
+        timing = summarize(per_call, t.calls, "wall_sync" if check["escaped"] else "cuda_event", flushed, t.warmup_calls)
+        timing.wall_check, timing.gpu_state = check, state
+    timing.fed_new_values = t.between.feed is not None
+    timing.rounds = len(t.round_s)
+    timing.round_ms = [x * 1e3 for x in t.round_s]
+    timing.two_modes = two_modes(t.per_call)
+    return timing
+
+
+def scrubber(device: torch.device, flush_l2: bool | Callable[[], Any]) -> Callable[[], Any] | None:
+    if torch.device(device).type != "cuda":
+        return None
+    return (L2Scrubber(device) if flush_l2 is True else flush_l2) or None
+
+
 def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool | Callable[[], Any] = False,
               budget_s: float = 2.0, agree: Callable[[float], float] = _alone,
               compute_bound: bool = False, feed: Callable[[int], Any] | None = None) -> Timing:
@@ -282,25 +488,14 @@ def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool | C
     timing). `flush_l2` is True (make a scrubber here) or a scrubber made by the caller (so its buffer
     is allocated outside a variant's memory measurement). `compute_bound` work on a GPU warms up for
     at least COMPUTE_WARMUP_S (see warm_up). `agree` reduces a number across processes (max); the
-    default is a single process.
+    default is a single process. Several callables compared with each other are timed together, in
+    interleaved rounds: `time_rounds`.
     """
     device = torch.device(device)
-    min_warmup_s = COMPUTE_WARMUP_S if compute_bound and device.type == "cuda" else WARMUP_MIN_S
-    est, warm = warm_up(fn, device, max(min_warmup_s, min(2.0, budget_s)), agree, min_warmup_s)
-    calls = _calls_per_sample(est, fed=feed is not None)
-    flush = (L2Scrubber(device) if flush_l2 is True else flush_l2) or None if device.type == "cuda" else None
-    between = Between(feed, flush)
-    between()  # once before any round: the first feed or scrub can load a kernel (lazy module loading)
-    _sync(device)
-    if device.type != "cuda":
-        timing = summarize(_sample_wall(fn, device, calls, between, budget_s, agree), calls, "cpu_wall", False, warm)
-    else:
-        per_call, check = _sample_events(fn, device, calls, between, budget_s, est, agree)
-        state = gpu_state(device)
-        check["escaped"] = bool(agree(float(check["escaped"])))
-        if check["escaped"]:
-            per_call = _sample_wall(fn, device, calls, between, budget_s, agree)
-        timing = summarize(per_call, calls, "wall_sync" if check["escaped"] else "cuda_event", flush is not None, warm)
-        timing.wall_check, timing.gpu_state = check, state
-    timing.fed_new_values = feed is not None
-    return timing
+    flush = scrubber(device, flush_l2)
+    t = Timed(fn, Between(feed, flush))
+    time_rounds([t], device, budget_s=budget_s, agree=agree, compute_bound=compute_bound)
+    if t.error is not None:
+        raise t.error
+    return finish(t, device, budget_s=budget_s, agree=agree, flushed=flush is not None,
+                  state=gpu_state(device) if device.type == "cuda" else None)

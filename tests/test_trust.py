@@ -41,9 +41,9 @@ FAILS = {  # variant: what the report must say
     "h_wrong_tile": "max element",
     "k_gc_refs": "KeyError",                  # a table of answers read out of the harness's memory
     "l_seed_table": "KeyError",               # a table of answers for the seeds it expects
-    "m_call_count": "inside a timing loop",   # honest for the first calls only
-    "n_stack": "inside a timing loop",        # wrong when called from the timing code
-    "o_gap": "inside a timing loop",          # wrong when called back to back
+    "m_call_count": "timing loop",           # honest for the first calls only
+    "n_stack": "timing loop",                # wrong when called from the timing code
+    "o_gap": "timing loop",                  # wrong when called back to back
     "p_lazy": "plain tensors",                # a tensor subclass that computes only when read
     "q_feed_notify": "replaced input 'x'",    # an input whose class notices the harness's writes
     "s_bf16_undeclared": "fp32 tolerance",

@@ -1,0 +1,43 @@
+"""The matrix ceilings are the device's best: a plain large product, timed the way a user would time it,
+cannot beat the cached ceiling by more than the noise (GPU only; on a CPU the ceilings are not results)."""
+import pytest
+import torch
+
+from conftest import ROOT
+
+NOISE = 0.03  # two bursts of the same product differ by up to ~2-3% on an H100 (clock and power state)
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+
+
+def plain_tflops(fn, n, calls=50):
+    """10 warm-up calls, then the best of three bursts of `calls` back-to-back calls timed with CUDA events."""
+    best = float("inf")
+    for _ in range(3):
+        for _ in range(10):
+            fn()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(end) / calls)
+    return 2 * n**3 / (best * 1e-3) / 1e12
+
+
+def test_a_plain_large_matmul_does_not_beat_its_ceiling():
+    from common.peaks import load_or_measure
+    device = torch.device("cuda")
+    peaks = load_or_measure(device, peaks_dir=ROOT / "profiles" / "peaks")  # the user's cache where there is one
+    n = 8192
+    g = torch.Generator(device=device).manual_seed(1)
+    for prec, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        a = torch.randn(n, n, device=device, dtype=dtype, generator=g)
+        b = torch.randn(n, n, device=device, dtype=dtype, generator=g)
+        for layout, fn in (("A·B", lambda: a @ b), ("A·Bᵀ", lambda: a @ b.t())):
+            rate = plain_tflops(fn, n)
+            ceiling = peaks["matmul_tflops"][prec]
+            print(f"{prec} {layout}: plain {rate:.1f} TFLOP/s, ceiling {ceiling:.1f} ({peaks['matmul_how'][prec]})")
+            assert rate <= ceiling * (1 + NOISE), (prec, layout, rate, ceiling)
