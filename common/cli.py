@@ -539,18 +539,20 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
 
 
 def _stages_text(r: dict) -> str:
-    """Where a pair's wall time went: the worker's start (interpreter, imports, CUDA), then each entry's
-    prepare(), verification and timed rounds."""
-    parts = []
-    if r.get("startup_s") is not None:
-        parts.append(f"start {r['startup_s']:.1f} s")
-    timed = sum(e.get("timed_s") or 0 for e in [r.get("baseline") or {}] + list(r.get("variants") or []))
-    prepared = sum(e.get("prepare_s") or 0 for e in [r.get("baseline") or {}] + list(r.get("variants") or []))
-    if prepared:
-        parts.append(f"prepare {prepared:.1f} s")
-    if timed:
-        parts.append(f"timed rounds {timed:.1f} s")
-    return f" ({', '.join(parts)})" if parts else ""
+    """Where a pair's wall time went: the worker's start (interpreter, imports, CUDA), the reference
+    workload, then each step summed over the baseline and its variants (prepare, verify, timed rounds, the
+    checks after timing, the profile)."""
+    parts = [f"start {r['startup_s']:.1f}"] if r.get("startup_s") is not None else []
+    if r.get("setup_s") is not None:
+        parts.append(f"workload {r['setup_s']:.1f}")
+    steps: dict[str, float] = {}
+    for e in [r.get("baseline") or {}] + list(r.get("variants") or []):
+        for name, s in (e.get("steps_s") or {}).items():
+            steps[name] = steps.get(name, 0.0) + s
+        if e.get("timed_s"):
+            steps["timed rounds"] = steps.get("timed rounds", 0.0) + e["timed_s"]
+    parts += [f"{name} {s:.1f}" for name, s in steps.items() if s >= 0.05]
+    return f" ({', '.join(parts)} s)" if parts else ""
 
 
 def run_pair_file(path: str, argv=None) -> None:

@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import re
+import time
 from pathlib import Path
 
 import torch
@@ -73,24 +74,28 @@ def _burst_ms(fn, device, calls: int = BURST_CALLS, bursts: int = 3) -> float:
     return best
 
 
-def _best_rate(calls: dict, flops: float, device, budget_s: float) -> tuple[float, str]:
-    """The highest TFLOP/s any of `calls` ({name: fn}) reaches, timed both ways a user times a matrix product:
-    under sustained load (common.timing, as the pairs are timed) and in short bursts (a plain loop). Returns
-    (TFLOP/s, "<call>, <how>")."""
-    best, how = 0.0, ""
+def _best_rate(calls: dict, flops: float, device, budget_s: float) -> tuple[float, str, float]:
+    """The highest TFLOP/s any of `calls` ({name: fn}) reaches, and the rate the best of them sustains.
+
+    A plain benchmark loop times a short burst, often on a chip that was idle a moment before (boost
+    clocks, no power cap yet); the harness times pairs under sustained load. The ceiling is the best of
+    both, so no way of timing the call beats it: each call gets a burst after a 1 s pause, the fastest
+    call is then timed under sustained load as well. On a CPU: sustained only. Returns (best TFLOP/s,
+    "<call>, <how>", sustained TFLOP/s of the fastest call)."""
+    on_gpu = torch.device(device).type == "cuda"
+    rate = {}
     for name, fn in calls.items():
-        sustained = time_call(fn, device, budget_s=budget_s, compute_bound=True).median_ms
-        timed = {"sustained": sustained}
-        if torch.device(device).type == "cuda":
-            timed["burst"] = _burst_ms(fn, device)
-        for way, ms in timed.items():
-            rate = flops / (ms * 1e-3) / 1e12
-            if rate > best:
-                best, how = rate, f"{name}, {way}"
-    return best, how
+        if on_gpu:
+            time.sleep(1.0)  # let the chip leave its power cap, as a user's fresh benchmark finds it
+            rate[name] = flops / (_burst_ms(fn, device) * 1e-3) / 1e12
+    fastest = max(rate, key=rate.get) if rate else next(iter(calls))
+    sustained = flops / (time_call(calls[fastest], device, budget_s=budget_s, compute_bound=True).median_ms * 1e-3) / 1e12
+    if not rate or sustained >= rate[fastest]:
+        return sustained, f"{fastest}, sustained", sustained
+    return rate[fastest], f"{fastest}, burst", sustained
 
 
-def _matmul_tflops(device, dtype, n, tf32: bool, budget_s) -> tuple[float, str]:
+def _matmul_tflops(device, dtype, n, tf32: bool, budget_s) -> tuple[float, str, float]:
     """A dense n^3 product in every operand layout cuBLAS distinguishes (A·B, A·Bᵀ, Aᵀ·B): the best."""
     g = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(n, n, device=device, dtype=dtype, generator=g)
@@ -106,7 +111,7 @@ def _matmul_tflops(device, dtype, n, tf32: bool, budget_s) -> tuple[float, str]:
         torch.backends.cuda.matmul.allow_tf32 = prev
 
 
-def _fp8_tflops(device, n, budget_s) -> dict[str, tuple[float, str]]:
+def _fp8_tflops(device, n, budget_s) -> dict[str, tuple[float, str, float]]:
     """The float8 (e4m3) tensor-core rates, with fast accumulation ("fp8") and without it ("fp8_accurate":
     partial sums promoted to fp32 more often), or {} where the GPU has none (before sm_89) or torch lacks it."""
     if torch.cuda.get_device_capability(device) < (8, 9) or not hasattr(torch, "float8_e4m3fn"):
@@ -207,21 +212,22 @@ def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dic
             peaks["nccl"] = collective_peaks(torch.cuda.device_count(), "cuda", log=log)
 
     n = 8192 if on_gpu else 1024
-    rates, how = {}, {}
+    rates, how, sustained = {}, {}, {}
     for prec, dtype, tf32 in (("fp32", torch.float32, False), ("tf32", torch.float32, True),
                               ("bf16", torch.bfloat16, False), ("fp16", torch.float16, False)):
         if not on_gpu and prec != "fp32":
             continue  # a CPU has no such matrix units; fp32 stands in below
-        rates[prec], how[prec] = _matmul_tflops(device, dtype, n, tf32, budget_s)
-        log(f"  matmul {prec:5s}    {rates[prec]:8.2f} TFLOP/s ({n}^3, {how[prec]})")
+        rates[prec], how[prec], sustained[prec] = _matmul_tflops(device, dtype, n, tf32, budget_s)
+        log(f"  matmul {prec:5s}    {rates[prec]:8.2f} TFLOP/s ({n}^3, {how[prec]}; sustained {sustained[prec]:.2f})")
     if on_gpu:
-        for key, (rate, way) in _fp8_tflops(device, n, budget_s).items():
-            rates[key], how[key] = rate, way
-            log(f"  matmul {key:12s} {rate:8.2f} TFLOP/s ({n}^3, e4m3, {way})")
+        for key, (rate, way, held) in _fp8_tflops(device, n, budget_s).items():
+            rates[key], how[key], sustained[key] = rate, way, held
+            log(f"  matmul {key:12s} {rate:8.2f} TFLOP/s ({n}^3, e4m3, {way}; sustained {held:.2f})")
     else:
         rates.update(tf32=rates["fp32"], bf16=rates["fp32"], fp16=rates["fp32"])
     peaks["matmul_tflops"] = rates
     peaks["matmul_how"] = how
+    peaks["matmul_sustained_tflops"] = sustained   # what the fastest call holds under load (pairs are timed so)
     peaks["matmul_n"] = n
 
     x = torch.randn(1, device=device)

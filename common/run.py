@@ -297,7 +297,12 @@ class Trial:
             with numerics(flags_precision(self.ctx, self.v)):
                 for step in steps:
                     self.stage = step.__name__.replace("_", " ")
-                    step()
+                    started = time.perf_counter()
+                    try:
+                        step()
+                    finally:  # where a pair's wall time goes, step by step (benchmark.py prints the sums)
+                        spent = self.entry.setdefault("steps_s", {})
+                        spent[self.stage] = round(spent.get(self.stage, 0.0) + time.perf_counter() - started, 3)
         except ExtensionUnavailable as e:  # a kernel this GPU cannot run (TMA before sm_90): not a failure
             self.entry.update(skipped=str(e), verified=False)
             log(f"  {self.v.name}: skipped: {e}")
@@ -571,7 +576,9 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
         untouched.restore()
         raise RuntimeError(f"a pair file changed {changed[0]} when it was imported: a pair may not patch the "
                            f"harness, the clock or torch")
+    started = time.perf_counter()
     ctx = Context(pair, device, quick, budget_s, peaks, profile, outdir, untouched)
+    result["setup_s"] = round(time.perf_counter() - started, 3)  # the reference workload built, the scrubber
     complaint = check_inputs_random(ctx.refs.a.inputs)
     if complaint:
         raise ValueError(f"{pair.key}: {complaint}")

@@ -359,9 +359,12 @@ def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float =
                                                                          agree, min_s))
                 t.est_s = est
                 t.calls = _calls_per_sample(est, fed=t.between.feed is not None)
-                t.rnd = _round_size(est * t.calls)
                 _guarded(guard, t.between)  # once before any round: the first feed or scrub can load a kernel
                 _sync(device)
+                fed_at = time.perf_counter()
+                _guarded(guard, t.between)  # a round is ~50 ms of work, feeds and scrubs included
+                _sync(device)
+                t.rnd = _round_size(est * t.calls + agree(time.perf_counter() - fed_at))
         except Exception as e:  # noqa: BLE001 - this entry fails alone
             t.error = e
     live = [t for t in entries if t.error is None]
