@@ -230,7 +230,7 @@ def _fmt(x, spec=".3f", none="–"):
 def summary_markdown(doc: dict) -> str:
     notes = _Notes()
     lines = _header_lines(doc) + _results_table(doc, notes) + _details_table(doc) + _overlap_table(doc, notes)
-    lines += _failures_section(doc) + _suspect_section(doc)
+    lines += _failures_section(doc) + _suspect_section(doc) + _two_modes_section(doc)
     from common.verdict import results_verdicts  # the verdict and next step below half the ceiling
     verdicts = results_verdicts(doc, always=False)
     if verdicts:
@@ -465,6 +465,21 @@ def _suspect_section(doc: dict) -> list[str]:
     lines = [f"- {pair_key(p)} {v['name']}: {v['suspect']}" for p in doc["pairs"] for v in entries(p)
              if variant_status(v)[0] == "SUSPECT"]
     return ["", "## Suspect (not presented as results)", ""] + lines if lines else []
+
+
+def _two_modes_section(doc: dict) -> list[str]:
+    """Variants whose per-call times fall at two separate levels where their baseline's fall at one: a path
+    taken only at speed, a periodic stall, an autotuner switching mid-loop. The median hides which level
+    the reader's loop will see."""
+    lines = []
+    for p in doc["pairs"]:
+        for v in p.get("variants") or []:
+            m = v.get("two_modes")
+            if m and v.get("two_modes_flag"):
+                lines.append(f"- {pair_key(p)} {v['name']}: two levels of per-call time, {m['low_ms']:.4g} ms and "
+                             f"{m['high_ms']:.4g} ms ({100 * m['high_share']:.0f}% of samples at the upper one); "
+                             f"its baseline's samples have one")
+    return ["", "## Two modes (the median hides one)", ""] + lines if lines else []
 
 
 # ----------------------------------------------------------------------------- write

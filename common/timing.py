@@ -44,6 +44,7 @@ MAX_CALLS_PER_SAMPLE = 1000
 MEDIAN_CI_TARGET = 0.01     # stop when the median's 95% CI is under 1% of it
 MIN_SAMPLES = 10
 MAX_SAMPLES = 20000
+KEPT_STREAK = 16            # a round whose last answer is checked runs at least this many samples back to back
 MIN_ROUNDS = 10             # with several entries: paired rounds before a speedup's interval is trusted
 MAX_ROUNDS = 20000
 RATIO_CI_TARGET = 0.02      # stop when every paired speedup's 95% interval is under 2% of it
@@ -217,7 +218,7 @@ def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float, Any
 
     The round's span starts with an event recorded before its first feed and scrub: everything the
     round launches on the caller's stream lies between that event and the last one. With `keep`, the
-    output of the round's last call (the one with the most calls back to back before it) is copied
+    round runs at least KEPT_STREAK samples and the output of its last call (the one with the most calls back to back before it) is copied
     after that sample's closing event, so the copy is not timed.
     """
     torch.cuda.synchronize(device)
@@ -225,7 +226,7 @@ def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float, Any
     first = torch.cuda.Event(enable_timing=True)
     first.record()
     pending, kept, out = [], None, None
-    for _ in range(t.rnd):
+    for _ in range(max(t.rnd, KEPT_STREAK) if keep else t.rnd):
         t.between()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
@@ -246,7 +247,7 @@ def _round_wall(t: Timed, device: torch.device, keep: bool) -> tuple[list[float]
     """One round timed on the host clock, with a device-wide sync around each sample on a GPU: nothing can
     escape it (the CPU's timer, and the re-timing of a variant whose work escaped the caller's stream)."""
     times, out = [], None
-    for _ in range(t.rnd):
+    for _ in range(max(t.rnd, KEPT_STREAK) if keep else t.rnd):
         t.between()
         _sync(device)
         t0 = time.perf_counter()
@@ -322,7 +323,7 @@ def _settled(entries: list[Timed], elapsed: float, budget_s: float) -> bool:
         return False
     if len(entries) == 1:
         return True
-    if rounds < MIN_ROUNDS:
+    if rounds < MIN_ROUNDS or rounds % 2:  # whole ABBA cycles: each entry as often first as second in a round
         return False
     for t in entries[1:]:
         paired = paired_speedup(entries[0].round_s, t.round_s)

@@ -1,0 +1,108 @@
+"""Interleaved rounds, paired speedups, the in-loop answer check and the two-mode flag (CPU)."""
+import json
+import math
+import random
+import types
+
+import torch
+
+from common import timing
+from conftest import FIXTURES
+
+
+class DriftingClock:
+    """A host clock under which every call takes `base_s` times a factor that grows with time: a GPU
+    whose clock falls as it heats, a host whose other work grows. Identical calls timed at different
+    moments read different times."""
+
+    def __init__(self, base_s=1e-3, drift_per_s=0.5, jitter=0.002, seed=0):
+        self.now, self.base_s, self.drift, self.jitter = 0.0, base_s, drift_per_s, jitter
+        self.rng = random.Random(seed)
+
+    def perf_counter(self):
+        return self.now
+
+    def call(self):
+        self.now += self.base_s * (1 + self.drift * self.now) * (1 + self.jitter * self.rng.random())
+        return None
+
+
+def fake_clock(monkeypatch, clock):
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=clock.perf_counter, sleep=lambda s: None))
+
+
+def test_identical_calls_timed_one_after_the_other_differ_under_drift(monkeypatch):
+    """What the harness did before interleaving: each variant timed in its own window. Under drift the
+    second of two identical calls reads slower, and its median's interval says nothing of it."""
+    clock = DriftingClock()
+    fake_clock(monkeypatch, clock)
+    first = timing.time_call(clock.call, torch.device("cpu"), budget_s=1.0)
+    second = timing.time_call(clock.call, torch.device("cpu"), budget_s=1.0)
+    assert first.median_ms / second.median_ms < 0.8   # a "speedup" of identical code far from 1
+
+
+def test_identical_calls_in_interleaved_rounds_read_one_under_drift(monkeypatch):
+    clock = DriftingClock()
+    fake_clock(monkeypatch, clock)
+    a = timing.Timed(clock.call, timing.Between(None, None))
+    b = timing.Timed(clock.call, timing.Between(None, None))
+    timing.time_rounds([a, b], torch.device("cpu"), budget_s=1.0)
+    speedup, (low, high) = timing.paired_speedup(a.round_s, b.round_s)
+    assert len(a.round_s) == len(b.round_s) >= timing.MIN_ROUNDS and len(a.round_s) % 2 == 0
+    assert abs(speedup - 1) < 0.01 and low <= 1.0 <= high, (speedup, low, high)
+    # the drift is there: the rounds' own times moved by far more than the paired ratios did
+    assert max(a.round_s) / min(a.round_s) > 1.3
+
+
+def test_a_real_difference_survives_pairing(monkeypatch):
+    clock = DriftingClock()
+    fake_clock(monkeypatch, clock)
+
+    def faster():
+        clock.now += 0.5 * clock.base_s * (1 + clock.drift * clock.now)
+    a = timing.Timed(clock.call, timing.Between(None, None))
+    b = timing.Timed(faster, timing.Between(None, None))
+    timing.time_rounds([a, b], torch.device("cpu"), budget_s=1.0)
+    speedup, (low, high) = timing.paired_speedup(a.round_s, b.round_s)
+    assert 1.9 < low <= speedup <= high < 2.1, (speedup, low, high)
+
+
+def test_two_modes_are_found_with_their_levels_and_a_tail_is_not():
+    rng = random.Random(1)
+    one = [1e-3 * (1 + 0.02 * rng.random()) for _ in range(300)]
+    tail = one + [1e-3 * (2 + 3 * rng.random()) for _ in range(12)]   # 4% slow stragglers
+    two = [3e-4 * (1 + 0.02 * rng.random()) for _ in range(200)] + [2.7e-3 * (1 + 0.02 * rng.random()) for _ in range(100)]
+    assert timing.two_modes(one) is None and timing.two_modes(tail) is None
+    m = timing.two_modes(two)
+    assert m and math.isclose(m["low_ms"], 0.303, rel_tol=0.02) and math.isclose(m["high_ms"], 2.727, rel_tol=0.02)
+    assert math.isclose(m["high_share"], 1 / 3, rel_tol=0.01)
+
+
+def test_an_answer_that_changes_at_speed_fails_and_no_loop_trap_reads_faster(run_bench, tmp_path):
+    """ch85: traps that answer right one call at a time. Those that answer wrong inside the timed loop fail
+    there, naming the call; those that answer right gain nothing; the two-mode one is flagged."""
+    proc = run_bench("--root", str(FIXTURES), "--chapter", "85", "--device", "cpu", "--budget", "1",
+                     "--output", str(tmp_path))
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    (pair,) = json.loads((tmp_path / "results.json").read_text())["pairs"]
+    v = {e["name"].replace("optimized_traps_", ""): e for e in pair["variants"]}
+    for name in ("fingerprint", "streak", "strided"):
+        assert not v[name]["verified"] and v[name]["speedup"] is None, (name, v[name])
+        assert "inside the timing loop, at its pace" in v[name]["error"] and "value set" in v[name]["error"]
+    for name in ("memo", "two_modes"):   # right, and slower than the work they skip nothing of
+        assert v[name]["verified"] and v[name]["speedup_ci"][0] <= 1.0, (name, v[name]["speedup_ci"])
+        assert v[name]["in_loop_checks"] >= 2
+    assert v["two_modes"]["two_modes_flag"], v["two_modes"].get("two_modes")
+    assert "Two modes" in (tmp_path / "summary.md").read_text()
+
+
+def test_copies_of_the_baseline_read_one(run_bench, tmp_path):
+    """ch84, the A/A pair: five copies of the baseline's code, each timed in turn with it."""
+    proc = run_bench("--root", str(FIXTURES), "--chapter", "84", "--device", "cpu", "--quick", "--budget", "0.5",
+                     "--output", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (pair,) = json.loads((tmp_path / "results.json").read_text())["pairs"]
+    for e in pair["variants"]:
+        low, high = e["speedup_ci"]
+        # a loaded 2-core CPU: within 10%, and the interval (built from paired rounds) holds 1.0
+        assert 0.9 < e["speedup"] < 1.1 and low <= 1.0 <= high, (e["name"], e["speedup"], e["speedup_ci"])
