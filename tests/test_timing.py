@@ -38,7 +38,7 @@ def test_a_call_that_memoizes_gains_nothing_when_fed_new_values():
     timed on repeated values; fed a new value set before every sample, it pays for its work every time."""
     import time as _time
 
-    x = torch.randn(64)
+    x = torch.randn(4096)  # more elements than samples: no rotation repeats within the budget
     seen = {}
 
     def memo():
@@ -48,7 +48,7 @@ def test_a_call_that_memoizes_gains_nothing_when_fed_new_values():
             seen[key] = x.sum()
         return seen[key]
 
-    source = torch.randn(64)
+    source = torch.randn(4096)
 
     def feed(i):
         x.copy_(source.roll(i))
