@@ -478,7 +478,8 @@ def _two_modes_section(doc: dict) -> list[str]:
             if m and v.get("two_modes_flag"):
                 lines.append(f"- {pair_key(p)} {v['name']}: two levels of per-call time, {m['low_ms']:.4g} ms and "
                              f"{m['high_ms']:.4g} ms ({100 * m['high_share']:.0f}% of samples at the upper one); "
-                             f"its baseline's samples have one")
+                             f"its baseline's samples in the same rounds have one" + (
+                                 "" if not v.get("baseline_two_modes") else ", or two at other levels"))
     return ["", "## Two modes (the median hides one)", ""] + lines if lines else []
 
 

@@ -1,23 +1,28 @@
-"""Run one pair in this process: each variant verified, timed and verified again, one at a time.
+"""Run one pair in this process: each variant verified, timed in turn with the baseline, verified again.
 
 Called by the launcher as `python -m common.run ...` (or through torchrun for
 pairs with NPROC > 1), one process per pair, so a crash stays inside it.
 
-For the pair:
+For the pair (`run_pair`):
 1. Build the reference inputs: the seed-A workload, and seed B's per-call inputs.
    Constant inputs are refused.
-2. The baseline, then each variant, through `check_and_time`, each on its own
-   copy of the workload and in the same numerics flags (common.numerics).
+2. The baseline is prepared and verified (its outputs become the references),
+   then each variant in turn, each on its own copy of the workload and in the
+   same numerics flags (common.numerics), as a `Trial`: its steps a-e below.
+   The baseline stays prepared until the last variant is done; its checks
+   after timing run once, at the end.
 
-For one variant (`check_and_time`), the callable prepare() returns is the one
-that is verified and the one that is timed:
+For one variant, the callable prepare() returns is the one that is verified
+and the one that is timed:
   a. its first call and a later call match the baseline's output;
   b. the per-call inputs are overwritten in place with seed B's values and the
      same callable must return seed B's answer: a result computed before the
      call (in prepare(), or cached from an earlier call) fails here;
   c. after every call: no input changed but the declared state, no global
      numerics flag changed, and the output the caller's stream sees is final;
-  d. timed (common.timing), then verified once more;
+  d. timed in interleaved rounds with the baseline (`time_with_baseline`), the
+     answers of calls inside the loop checked (`in_loop_check`); then verified
+     once more, and once after three calls back to back;
   e. the physics check (common.physics): faster than the floor its workload
      implies is SUSPECT, and its speedup is not a result.
 A failing variant fails alone; the others still run. After each variant the
@@ -49,7 +54,8 @@ from common.pair import Pair, Variant, check_workload, pair_record, variant_reco
 from common.physics import achieved, cache_bytes, suspect_reason
 from common.profiling.capture import count_launches, profile_calls
 from common.report import speedup_interval
-from common.timing import KEPT_STREAK, Between, L2Scrubber, Timed, back_to_back, finish, gpu_state, paired_speedup, time_rounds
+from common.timing import (KEPT_STREAK, Between, L2Scrubber, Timed, back_to_back, finish, gpu_state, modes_of_its_own,
+                           paired_speedup, time_rounds, two_modes)
 from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, as_tensors, check_inputs_random, looser, responds_to_inputs,
                            snapshot_as_caller, verify_outputs)
 
@@ -479,7 +485,7 @@ def time_with_baseline(ctx: Context, base: "Trial", t: "Trial | None") -> None:
     on the same values (`in_loop_check`). The baseline's samples pool over every variant it is timed beside."""
     log(f"  {t.v.name if t else 'baseline'}: timing" + (" (in turn with the baseline)" if t else ""))
     entries = [base.timed] + ([timed_entry(ctx, t)] if t else [])
-    first_round = len(base.timed.round_s)
+    first_round, first_sample = len(base.timed.round_s), len(base.timed.per_call)
     guard = lambda step: checked(lambda: (step(), intact(ctx, "while timed"))[0])  # noqa: E731
     started = time.perf_counter()
     time_rounds(entries, ctx.device, budget_s=ctx.budget_s, agree=ctx.agree,
@@ -501,6 +507,9 @@ def time_with_baseline(ctx: Context, base: "Trial", t: "Trial | None") -> None:
         trial.entry["fed_new_values"] = trial.t.fed_new_values and trial.own.new_every_sample(trial.t.samples)
     if t is not None and t.t is not None and base.alive:
         t.entry["paired"] = paired_speedup(base.timed.round_s[first_round:], entries[1].round_s)
+        # against the baseline's samples of the same rounds (beside other variants it was timed in other conditions)
+        t.entry["baseline_two_modes"] = two_modes(base.timed.per_call[first_sample:])
+        t.entry["two_modes_flag"] = modes_of_its_own(t.t.two_modes, t.entry["baseline_two_modes"])
     if base.alive and base.t is not None:
         base.run(base.rate_so_far)  # the baseline's figures so far (a variant that hangs later loses none of them)
 
@@ -553,6 +562,7 @@ def paired_result(base: "Trial", t: "Trial") -> None:
 
 
 def base_failed(result: dict, base: "Trial", rest: list[Variant], fail) -> dict:
+    """The pair fails with its baseline: the variants not reached are listed as not run, none has a speedup."""
     fail(f"baseline failed ({base.entry.get('failed_at')}): {base.entry['error']}")
     result["variants"] += [variant_record(v.name, v.path.name, summary=v.summary, kind=v.kind,
                                           skipped="not run: the baseline failed") for v in rest]
@@ -634,17 +644,13 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
         base.run(base.verify_after_timing, base.back_to_back, base.profile, base.rate)
         base.close()
     base.entry.update(speedup=1.0 if base.entry["verified"] else None)
-    if not base.entry["verified"]:
-        fail(f"baseline failed ({base.entry.get('failed_at')}): {base.entry['error']}")
-        for e in result["variants"]:
-            e["speedup"] = e["speedup_ci"] = None
+    if not base.entry["verified"]:  # its checks after timing failed: no variant has a speedup
+        base_failed(result, base, [], fail)
     for e in result["variants"]:
         if base.entry.get("suspect") and e.get("verified"):
             e["suspect"] = e["suspect"] or "the baseline's time is suspect"
         if e.get("suspect"):
             e["speedup"] = e["speedup_ci"] = None
-        if e.get("two_modes") and not base.entry.get("two_modes"):
-            e["two_modes_flag"] = True
     result["suspect"] = [e["name"] for e in [base.entry] + result["variants"] if e.get("suspect")]
     return result
 

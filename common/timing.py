@@ -1,9 +1,15 @@
-"""Time one prepared call the way a user's loop sees it.
+"""Time prepared calls the way a user's loop sees them.
 
 GPU: warm up under sustained load until the per-call time settles; then take samples, each bracketed
 by CUDA events on the current stream, without syncing between samples (the queue stays full, as in a
-training loop); repeat until the median's 95% confidence interval is under 1% of it or the time budget
-is spent.
+training loop), in rounds of about 50 ms; repeat until the median's 95% confidence interval is under 1%
+of it or the time budget is spent.
+
+Calls compared with each other (a baseline and a variant) are timed together (`time_rounds`): one
+round of each in turn, forwards then backwards, so whatever drifts while they are timed (clocks, the
+host's other work, allocator and cache state) falls on both; `paired_speedup` is the median of the
+per-round ratios. The last call of rounds 1, 2, 4, 8, ... can be kept and checked by the caller: an
+answer given at the loop's pace (common.run). `two_modes` finds samples that fall at two levels.
 
 New input values before every sample. A real loop never calls a step twice on the same values, so
 the harness does not either: given `feed`, every sample is one call, and before it `feed(i)` writes a
@@ -313,6 +319,18 @@ def two_modes(per_call_s: list[float]) -> dict | None:
     return {"low_ms": math.exp(low) * 1e3, "high_ms": math.exp(high) * 1e3, "high_share": (n - k) / n}
 
 
+def modes_of_its_own(variant: dict | None, baseline: dict | None) -> bool:
+    """Does a variant have two levels (`two_modes`) that its baseline, timed in the same rounds, does not:
+    the baseline has one level, or the variant's upper or lower level lies TWO_MODE_RATIO beyond the
+    baseline's (a host that stalls everything gives both the same two levels)."""
+    if not variant:
+        return False
+    if not baseline:
+        return True
+    return (variant["high_ms"] > TWO_MODE_RATIO * baseline["high_ms"]
+            or variant["low_ms"] * TWO_MODE_RATIO < baseline["low_ms"])
+
+
 def _settled(entries: list[Timed], elapsed: float, budget_s: float) -> bool:
     """Every entry's median known to 1%, and with several entries every paired speedup to 2%; or the
     budget spent (at least 3 rounds each, so every paired ratio has an interval)."""
@@ -390,15 +408,24 @@ def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float =
         r += 1
 
 
+def _rounds_alone(t: Timed, device, budget_s: float, agree, events: bool) -> None:
+    """One entry's rounds until its median is known (or the budget is spent): CUDA-event rounds with the
+    wall-clock check, or host-clock rounds with a sync around each sample."""
+    started = time.perf_counter()
+    while not agree(0.0 if _settled([t], time.perf_counter() - started, budget_s) else 1.0) == 0.0:
+        if events:
+            times, ratio, _ = _round_events(t, device, False)
+            t.wall_ratios.append(ratio)
+        else:
+            times, _ = _round_wall(t, device, False)
+        t.per_call.extend(times)
+        t.round_s.append(statistics.median(times))
+
+
 def _sample_events(fn, device, calls, between: Between, budget_s, est_s, agree) -> tuple[list[float], dict]:
     """Per-call times from CUDA events in rounds, and the rounds' wall-clock check (one entry)."""
     t = Timed(fn, between, calls=calls, rnd=_round_size(est_s * calls))
-    started = time.perf_counter()
-    while not agree(0.0 if _settled([t], time.perf_counter() - started, budget_s) else 1.0) == 0.0:
-        times, ratio, _ = _round_events(t, device, False)
-        t.per_call.extend(times)
-        t.round_s.append(statistics.median(times))
-        t.wall_ratios.append(ratio)
+    _rounds_alone(t, device, budget_s, agree, events=True)
     return t.per_call, wall_check(t.wall_ratios)
 
 
@@ -411,11 +438,7 @@ def wall_check(ratios: list[float]) -> dict:
 def _sample_wall(fn, device, calls, between: Between, budget_s, agree) -> list[float]:
     """Host clock around each sample (with a device-wide sync on a GPU): nothing can escape it."""
     t = Timed(fn, between, calls=calls, rnd=1)
-    started = time.perf_counter()
-    while not agree(0.0 if _settled([t], time.perf_counter() - started, budget_s) else 1.0) == 0.0:
-        times, _ = _round_wall(t, device, False)
-        t.per_call.extend(times)
-        t.round_s.append(times[0])
+    _rounds_alone(t, device, budget_s, agree, events=False)
     return t.per_call
 
 

@@ -78,22 +78,45 @@ def test_two_modes_are_found_with_their_levels_and_a_tail_is_not():
     assert math.isclose(m["high_share"], 1 / 3, rel_tol=0.01)
 
 
+def test_two_modes_of_a_variant_count_only_where_its_baseline_lacks_them():
+    flagged = timing.modes_of_its_own
+    stall_every_third = {"low_ms": 0.95, "high_ms": 21.0, "high_share": 0.33}
+    assert flagged(stall_every_third, None)
+    assert flagged(stall_every_third, {"low_ms": 0.95, "high_ms": 1.47, "high_share": 0.5})  # a narrow pair of its own
+    assert not flagged(stall_every_third, {"low_ms": 0.9, "high_ms": 17.0, "high_share": 0.4})  # the host stalls both
+    assert not flagged(None, None)
+
+
 def test_an_answer_that_changes_at_speed_fails_and_no_loop_trap_reads_faster(run_bench, tmp_path):
     """ch85: traps that answer right one call at a time. Those that answer wrong inside the timed loop fail
     there, naming the call; those that answer right gain nothing; the two-mode one is flagged."""
-    proc = run_bench("--root", str(FIXTURES), "--chapter", "85", "--device", "cpu", "--budget", "1",
+    proc = run_bench("--root", str(FIXTURES), "--chapter", "85", "--device", "cpu", "--budget", "2",
                      "--output", str(tmp_path))
     assert proc.returncode == 1, proc.stderr[-2000:]
     (pair,) = json.loads((tmp_path / "results.json").read_text())["pairs"]
     v = {e["name"].replace("optimized_traps_", ""): e for e in pair["variants"]}
-    for name in ("fingerprint", "streak", "strided"):
-        assert not v[name]["verified"] and v[name]["speedup"] is None, (name, v[name])
-        assert "inside the timing loop, at its pace" in v[name]["error"] and "value set" in v[name]["error"]
+    def caught(e):
+        return (not e["verified"] and e["speedup"] is None and "inside the timing loop, at its pace" in e["error"]
+                and "value set" in e["error"])
+    # The fingerprint cache answers wrong from its second timed call on: always caught.
+    assert caught(v["fingerprint"]), v["fingerprint"]
+    # The streak and the strided-sample cache answer wrong only once the loop has run long enough (8 calls
+    # within each other's time; 64 value sets): on a loaded 2-core CI machine that may not happen within the
+    # budget. Then they never took their wrong path and gained nothing; where they did, they are caught (the
+    # H100 runs under profiles/h100/aa/ show all three caught).
+    for name in ("streak", "strided"):
+        assert caught(v[name]) or (v[name]["verified"] and v[name]["speedup_ci"][0] <= 1.0), (name, v[name])
     for name in ("memo", "two_modes"):   # right, and slower than the work they skip nothing of
         assert v[name]["verified"] and v[name]["speedup_ci"][0] <= 1.0, (name, v[name]["speedup_ci"])
         assert v[name]["in_loop_checks"] >= 2
-    assert v["two_modes"]["two_modes_flag"], v["two_modes"].get("two_modes")
-    assert "Two modes" in (tmp_path / "summary.md").read_text()
+    m = v["two_modes"]["two_modes"]   # every third call waits 20 ms: two levels about 20 ms apart
+    assert m and 15 < m["high_ms"] - m["low_ms"] < 40 and 0.2 < m["high_share"] < 0.7, m
+    # flagged unless the baseline, timed in the same rounds, shows a slow level of its own near the variant's
+    # (a CPU loaded by something else stalls every call alike; the baseline's calls take about 1 ms)
+    base = v["two_modes"]["baseline_two_modes"]
+    flagged = base is None or base["high_ms"] < 5
+    assert v["two_modes"]["two_modes_flag"] == flagged, (m, base)
+    assert ("Two modes" in (tmp_path / "summary.md").read_text()) == flagged
 
 
 def test_copies_of_the_baseline_read_one(run_bench, tmp_path):
