@@ -121,7 +121,7 @@ def test_an_answer_that_changes_at_speed_fails_and_no_loop_trap_reads_faster(run
 
 def test_copies_of_the_baseline_read_one(run_bench, tmp_path):
     """ch84, the A/A pair: five copies of the baseline's code, each timed in turn with it."""
-    proc = run_bench("--root", str(FIXTURES), "--chapter", "84", "--device", "cpu", "--quick", "--budget", "0.5",
+    proc = run_bench("--root", str(FIXTURES), "--chapter", "84", "--device", "cpu", "--quick", "--budget", "1.5",
                      "--output", str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-2000:]
     (pair,) = json.loads((tmp_path / "results.json").read_text())["pairs"]
