@@ -1,11 +1,15 @@
 """The training loop of performance_basics.py, optimized in four tests.
 
-    python ch1/performance_basics_optimized.py [--steps 200] [--device cpu] [--json FILE]
+    python ch1/performance_basics_optimized.py [--steps 200] [--repeats 5] [--device cpu] [--json FILE]
 
 Test 1  the original loop (performance_basics.original_loop), for reference.
 Test 2  a DataLoader with pin_memory=True: batches arrive in page-locked
         memory and are copied with non_blocking=True into device buffers
         allocated once; the loss is read every 50 steps, not every step.
+Test 2b test 2 without the DataLoader: the same batches pinned before the
+        loop, so no pin-memory thread runs beside the training thread.
+        Tests 1, 2 and 2b run in turn --repeats times; each prints the
+        median of its runs, their range, and its ratio to test 1 run by run.
 Test 3  the whole training step (forward, loss, backward, Adam with
         capturable=True) captured once as a CUDA graph and replayed, at a
         larger batch (512). The next batch is copied on a side stream into a
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -52,13 +57,22 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def pinned_loop(steps: int, batch: int, device: torch.device) -> float:
-    """Test 2: pinned DataLoader batches, non_blocking copies into preallocated device buffers."""
+def pinned_loop(steps: int, batch: int, device: torch.device, loader: bool = True) -> float:
+    """Test 2: pinned DataLoader batches, non_blocking copies into preallocated device buffers.
+
+    With loader=False (test 2b), the same batches pinned in one block before the loop and sliced: no
+    DataLoader, so no pin-memory thread beside the training thread; everything else is the same."""
     pin = device.type == "cuda"
     data = host_dataset((steps + WARMUP) * batch)
-    # Batch-level indexing: one gather per batch instead of `batch` __getitem__ calls and a collate.
-    batches = BatchSampler(SequentialSampler(data), batch_size=batch, drop_last=True)
-    loader = DataLoader(data, sampler=batches, batch_size=None, pin_memory=pin)
+    if loader:
+        # Batch-level indexing: one gather per batch instead of `batch` __getitem__ calls and a collate.
+        batches = BatchSampler(SequentialSampler(data), batch_size=batch, drop_last=True)
+        loader = DataLoader(data, sampler=batches, batch_size=None, pin_memory=pin)
+    else:
+        xs, ys = (t.view(steps + WARMUP, batch, *t.shape[1:]) for t in data.tensors)
+        if pin:
+            xs, ys = xs.pin_memory(), ys.pin_memory()
+        loader = zip(xs, ys)
     model = make_model(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
     loss_fn = nn.CrossEntropyLoss()
@@ -137,6 +151,7 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--big-batch", type=int, default=512)
+    ap.add_argument("--repeats", type=int, default=5, help="runs of tests 1, 2 and 2b, in turn (default 5)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--json", type=Path, help="also write the results here")
     a = ap.parse_args(argv)
@@ -145,14 +160,32 @@ def main(argv=None) -> dict:
     out: dict = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "steps": a.steps}
 
     useful_32 = useful_step_seconds(32, device)  # tests 1 and 2 do the same math per step
-    print("Test 1: original loop")
-    t1 = original_loop(a.steps, 32, device)
-    out["test1"] = report("  original", a.steps, 32, t1, a.steps * useful_32)
-
-    print("Test 2: pinned DataLoader, non_blocking copies into preallocated buffers")
-    t2 = pinned_loop(a.steps, 32, device)
-    out["test2"] = report("  pinned", a.steps, 32, t2, a.steps * useful_32)
-    print(f"  speedup over the original: {t1 / t2:.2f}x")
+    # Tests 1, 2 and 2b run in turn, --repeats times: one run each read 1.50x and then 0.57x for test 2 on
+    # one H100, so each figure is the median of its runs, with their range and the per-run ratios.
+    loops = {"test1": lambda: original_loop(a.steps, 32, device),
+             "test2": lambda: pinned_loop(a.steps, 32, device),
+             "test2b": lambda: pinned_loop(a.steps, 32, device, loader=False)}
+    runs: dict[str, list[float]] = {k: [] for k in loops}
+    for _ in range(a.repeats):
+        for k, loop in loops.items():
+            runs[k].append(loop())
+    labels = {"test1": ("Test 1: original loop", "  original"),
+              "test2": ("Test 2: pinned DataLoader, non_blocking copies into preallocated buffers", "  pinned"),
+              "test2b": ("Test 2b: test 2 without the DataLoader (batches pinned before the loop)", "  pinned, no loader")}
+    for k, (title, label) in labels.items():
+        print(title)
+        median = statistics.median(runs[k])
+        out[k] = report(label, a.steps, 32, median, a.steps * useful_32)
+        out[k]["runs_ms_per_iter"] = [1e3 * t / a.steps for t in runs[k]]
+        if k != "test1":
+            ratios = sorted(t1 / t for t1, t in zip(runs["test1"], runs[k]))
+            out[k]["speedup_over_original"] = statistics.median(ratios)
+            out[k]["speedup_runs"] = ratios
+            print(f"  speedup over the original: {statistics.median(ratios):.2f}x (median of {len(ratios)} runs in "
+                  f"turn with test 1; runs {ratios[0]:.2f}-{ratios[-1]:.2f}x)")
+        if len(runs[k]) > 1:
+            ms = out[k]["runs_ms_per_iter"]
+            print(f"  {len(ms)} runs: {min(ms):.3f}-{max(ms):.3f} ms/iter (median {statistics.median(ms):.3f})")
 
     if device.type == "cuda":
         print(f"Test 3: CUDA graph of the whole step, batch {a.big_batch}")

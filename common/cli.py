@@ -507,34 +507,70 @@ def _peaks(device, refresh: bool) -> dict:
 
 
 def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None, results: list[dict]) -> None:
-    """Run each pair in its own process, appending to `results` as each one finishes (an interrupt keeps them)."""
-    from common.launch import run_in_subprocess
+    """Run each pair in its own process, appending to `results` as each one finishes (an interrupt keeps them).
+
+    Before the first pair, every CUDA extension the pairs load is built at once (common.cuda_ext). Each pair's
+    worker is started ahead as a spare (common.launch.Spare), so its interpreter and torch import overlap
+    the builds or the pair before it, never a pair's timing by the host's clock."""
+    from common.launch import SPARE_AFTER, Spare, run_in_subprocess, worker_env
     from common.peaks import peaks_path
     budget = args.budget or (0.3 if args.quick else 2.0)
     n = len(selection)
     print(f"{n} pair(s) on {peaks['device']} ({device.type})" + (", quick" if args.quick else ""), file=sys.stderr)
     started = time.monotonic()
-    for i, ((c, name, base, opts), pair) in enumerate(zip(selection, loaded), 1):
-        tag = f"[{i}/{n}] ch{c}/{name}"
-        if isinstance(pair, Exception):  # a file that does not import or breaks the contract fails alone
-            from common.pair import pair_record
-            results.append(pair_record(c, name, "?", status="failed", error=_load_error(pair),
-                                       errors=[_load_error(pair)]))
-            print(f"{tag}: FAILED to load: {pair}", file=sys.stderr)
-            continue
-        why = cannot_run_here(pair, device.type)
-        if why:  # no process, no timeout
-            results.append(skipped_result(c, name, pair, why, device.type))
-            print(f"{tag}: skipped: {results[-1]['error']}", file=sys.stderr)
-            continue
-        print(f"{tag} ({pair.bound}-bound, {1 + len(opts)} variants)", file=sys.stderr)
-        r = run_in_subprocess(c, name, pair.bound, base, opts, device=device.type, peaks=peaks_path(device),
-                              quick=args.quick, budget=budget, timeout_s=args.timeout, nproc=pair.nproc,
-                              profile=args.profile, outdir=outdir)
-        if r["status"] == "failed":
-            print(f"    FAILED: {r.get('error') or 'a variant failed; see the report'}", file=sys.stderr)
-        print(f"    {tag}: {r.get('elapsed_s', 0):.1f} s wall" + _stages_text(r), file=sys.stderr)
-        results.append(r)
+    # The pairs that start a plain worker (one process, no profiler wrapped around it) can take a spare.
+    takes_spare = [not isinstance(pair, Exception) and pair.nproc == 1 and args.profile not in ("nsys", "ncu")
+                   and cannot_run_here(pair, device.type) is None for pair in loaded]
+    bases = [base for _, _, base, _ in selection]
+    spare = None
+
+    def start_spare(after: int) -> None:
+        """A spare for the first pair after index `after` that takes one."""
+        nonlocal spare
+        later = next((b for b, ok in zip(bases[after + 1:], takes_spare[after + 1:]) if ok), None)
+        if spare is None and later is not None:
+            spare = Spare(worker_env(later))
+    try:
+        start_spare(-1)  # imports while the kernels build
+        if device.type == "cuda":  # every kernel the pairs load, compiled at once before the first pair starts
+            import torch
+
+            from common.cuda_ext import build_declared
+            files = [f for (_, _, base, opts), pair in zip(selection, loaded) if not isinstance(pair, Exception)
+                     for f in [base, *opts]]
+            build_declared(files, torch.cuda.get_device_capability(device), log=lambda m: print(m, file=sys.stderr))
+        for i, ((c, name, base, opts), pair) in enumerate(zip(selection, loaded)):
+            tag = f"[{i + 1}/{n}] ch{c}/{name}"
+            if isinstance(pair, Exception):  # a file that does not import or breaks the contract fails alone
+                from common.pair import pair_record
+                results.append(pair_record(c, name, "?", status="failed", error=_load_error(pair),
+                                           errors=[_load_error(pair)]))
+                print(f"{tag}: FAILED to load: {pair}", file=sys.stderr)
+                continue
+            why = cannot_run_here(pair, device.type)
+            if why:  # no process, no timeout
+                results.append(skipped_result(c, name, pair, why, device.type))
+                print(f"{tag}: skipped: {results[-1]['error']}", file=sys.stderr)
+                continue
+            print(f"{tag} ({pair.bound}-bound, {1 + len(opts)} variants)", file=sys.stderr)
+            # The next pair's worker starts while this one is timed by CUDA events on the GPU (an import on another
+            # core moves no event); where the host's clock or the host's issuing is timed, once the rounds are over.
+            early = device.type == "cuda" and pair.bound in ("memory", "compute")
+
+            def ahead(stage: str, i=i, early=early) -> None:
+                if stage in (SPARE_AFTER, "exited") or (early and stage == "started"):
+                    start_spare(i)
+            mine, spare = (spare, None) if takes_spare[i] else (None, spare)
+            r = run_in_subprocess(c, name, pair.bound, base, opts, device=device.type, peaks=peaks_path(device),
+                                  quick=args.quick, budget=budget, timeout_s=args.timeout, nproc=pair.nproc,
+                                  profile=args.profile, outdir=outdir, spare=mine, on_stage=ahead)
+            if r["status"] == "failed":
+                print(f"    FAILED: {r.get('error') or 'a variant failed; see the report'}", file=sys.stderr)
+            print(f"    {tag}: {r.get('elapsed_s', 0):.1f} s wall" + _stages_text(r), file=sys.stderr)
+            results.append(r)
+    finally:
+        if spare is not None:
+            spare.discard()
     print(f"{n} pair(s) in {time.monotonic() - started:.1f} s", file=sys.stderr)
 
 

@@ -16,6 +16,13 @@ finished so far and `in_progress` naming the variant and stage it is in. So:
   group: torchrun's ranks, nsys, ncu), on a timeout and on an interrupt.
 
 Pairs with NPROC > 1 start through torchrun.
+
+A worker's own start (the interpreter, the torch import: about 5 s on an H100
+host) is spent ahead where it cannot disturb a measurement: `Spare` starts the
+next pair's worker, which imports and then waits on its stdin for its command
+line. benchmark.py starts it while a memory- or compute-bound pair is timed on
+the GPU (CUDA events, not the host's clock), and otherwise once the running
+pair has finished timing (`SPARE_AFTER`); each pair still gets a process of its own.
 """
 from __future__ import annotations
 
@@ -67,7 +74,7 @@ def worker_command(chapter: int, name: str, baseline: Path, optimized: list[Path
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                "-m", "common.run", *args]
     else:
-        cmd = [sys.executable, "-m", "common.run", *args]
+        cmd = [*WORKER, *args]
     label = f"{chapter}_{name}"
     if profile == "nsys":
         cmd = ["nsys", "profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "-t", "cuda,nvtx",
@@ -108,19 +115,69 @@ def read_result(path: Path) -> dict | None:
     return doc if isinstance(doc, dict) else None
 
 
+WORKER = [sys.executable, "-m", "common.run"]
+# The worker's stage (in_progress.stage of its result file) after which the next pair's spare may start when the
+# running pair is timed by the host's clock or issues work from the host (launch- and transfer-bound pairs, any
+# pair on a CPU): its timed rounds are over.
+SPARE_AFTER = "verify after timing"
+
+
+class Spare:
+    """A worker started ahead: `python -m common.run --spare` imports torch and the harness, then waits on its
+    stdin for one command line (a JSON list); an empty line or a closed stdin ends it."""
+
+    def __init__(self, env: dict):
+        self.env = env
+        self.proc = subprocess.Popen([*WORKER, "--spare"], cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+
+    def fits(self, cmd: list[str], env: dict | None) -> bool:
+        return self.proc.poll() is None and env == self.env and cmd[:len(WORKER)] == WORKER
+
+    def go(self, cmd: list[str]) -> subprocess.Popen:
+        self.proc.stdin.write(json.dumps(cmd[len(WORKER):]) + "\n")
+        self.proc.stdin.close()
+        return self.proc
+
+    def discard(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            _stop(self.proc)
+        if self.proc.stdout:
+            self.proc.stdout.close()
+
+
+def _stage(result_path: Path) -> str | None:
+    doc = read_result(result_path)
+    return ((doc or {}).get("in_progress") or {}).get("stage")
+
+
 def watch(cmd: list[str], result_path: Path, *, timeout_s: float, startup_s: float = STARTUP_S,
-          env: dict | None = None, echo: bool = True) -> WorkerRun:
+          env: dict | None = None, echo: bool = True, spare: Spare | None = None,
+          on_stage: Callable[[str], None] | None = None) -> WorkerRun:
     """Run `cmd` until it exits, outlives `timeout_s` after its first result file, or writes none in `startup_s`.
 
+    `spare`: a worker started ahead with the same environment runs `cmd` instead of a new process.
+    `on_stage(stage)`: called with "started" when the first result file appears, with each stage the worker
+    reports after that, and with "exited" at the end.
     On any exception here (KeyboardInterrupt, the SIGTERM handler's) the worker is stopped before it propagates.
     """
     tail: collections.deque = collections.deque(maxlen=TAIL_LINES)
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    if spare is not None and spare.fits(cmd, env):
+        proc = spare.go(cmd)
+    else:
+        if spare is not None:
+            spare.discard()
+        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
     pump = threading.Thread(target=_pump, args=(proc.stdout, "    ", tail, echo), daemon=True)
     pump.start()
-    started = stopped = rc = None
+    started = stopped = rc = seen = None
+    tell = on_stage or (lambda stage: None)
     try:
         while rc is None:
             try:
@@ -129,6 +186,12 @@ def watch(cmd: list[str], result_path: Path, *, timeout_s: float, startup_s: flo
                 now = time.monotonic()
                 if started is None and Path(result_path).exists():
                     started = now
+                    tell("started")
+                if started is not None and on_stage is not None:
+                    stage = _stage(result_path)
+                    if stage and stage != seen:
+                        seen = stage
+                        tell(stage)
                 if started is None and now - t0 > startup_s:
                     stopped = "startup"
                 elif started is not None and now - started > timeout_s:
@@ -143,6 +206,7 @@ def watch(cmd: list[str], result_path: Path, *, timeout_s: float, startup_s: flo
     pump.join(timeout=5)
     if started is None and Path(result_path).exists():
         started = time.monotonic()
+    tell("exited")
     return WorkerRun(rc=rc, stopped=stopped, timeout_s=timeout_s, startup_limit_s=startup_s,
                      elapsed_s=time.monotonic() - t0, startup_s=None if started is None else started - t0,
                      tail=list(tail), result=read_result(result_path))
@@ -265,26 +329,35 @@ def run_in_subprocess(chapter: int, name: str, bound: str, baseline: Path, optim
                       device: str, peaks: Path | None, quick: bool, budget: float, timeout_s: float,
                       nproc: int = 1, profile: str | None = None, outdir: Path | None = None,
                       echo: bool = True, startup_s: float = STARTUP_S,
-                      command: Callable[[Path], list[str]] | None = None) -> dict:
+                      command: Callable[[Path], list[str]] | None = None, spare: Spare | None = None,
+                      on_stage: Callable[[str], None] | None = None) -> dict:
     """Run one pair in its own process and return its result, finished or not.
 
-    `command(result_path)` replaces the worker's command line (the tests use a fake worker).
+    `command(result_path)` replaces the worker's command line (the tests use a fake worker); `spare` and
+    `on_stage` as in `watch`.
     """
     with tempfile.TemporaryDirectory(prefix="pair-") as tmp:
         result_path = Path(tmp) / "result.json"
         cmd = command(result_path) if command else worker_command(
             chapter, name, baseline, optimized, device, result_path, peaks, quick, budget, nproc, profile, outdir)
-        env = dict(MULTICAST_OFF, **os.environ)  # the user's explicit setting wins
-        env.update(PYTHONUNBUFFERED="1",
-                   PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(Path(baseline).parent.parent)]
-                                              + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-        run = watch(cmd, result_path, env=env, timeout_s=timeout_s, startup_s=startup_s, echo=echo)
+        run = watch(cmd, result_path, env=worker_env(baseline), timeout_s=timeout_s, startup_s=startup_s,
+                    echo=echo, spare=spare, on_stage=on_stage)
     result = settle(run, chapter=chapter, name=name, bound=bound,
                     files={"baseline": Path(baseline), **{Path(p).stem: Path(p) for p in optimized}})
     result["elapsed_s"] = round(run.elapsed_s, 2)
     if run.startup_s is not None:
         result["startup_s"] = round(run.startup_s, 2)  # before the timeout clock started
     return result
+
+
+def worker_env(baseline: Path) -> dict:
+    """A worker's environment: this one, multicast off unless set, and the repository and the pair's root
+    on PYTHONPATH."""
+    env = dict(MULTICAST_OFF, **os.environ)  # the user's explicit setting wins
+    env.update(PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(Path(baseline).parent.parent)]
+                                          + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    return env
 
 
 def tool_missing(profile: str | None) -> str | None:

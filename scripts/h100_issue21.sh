@@ -1,18 +1,34 @@
 #!/usr/bin/env bash
-# Issue 21 on one H100: the ceilings (measured anew unless profiles/peaks is carried), the plain-matmul check,
-# A/A runs (the trap, A/A and reuse fixture chapters in one multi-chapter run, RUNS times), then chapter 1
-# at full size with each pair's wall time. Usage: scripts/h100_issue21.sh OUTDIR [RUNS] [CH1_LIMIT_S]
+# Issue 21 on one H100, step by step, each under its own time limit so that one call always returns its logs.
+# Usage: scripts/h100_issue21.sh OUTDIR STEP...
+#   imports   how long a worker's start takes (the torch import, the harness's modules)
+#   peaks     the ceilings measured anew (skip it to use profiles/peaks, carried or copied in)
+#   ceiling   tests/test_ceilings_gpu.py: a plain large matmul cannot beat its ceiling
+#   aa        one multi-chapter A/A run (the trap, A/A and reuse fixtures); repeat the word for more runs
+#   ch1       benchmark.py --chapter 1 at full size (CH1_LIMIT_S, default 330)
+#   goodput   ch1/performance_basics_optimized.py, tests 1, 2 and 2b in turn five times
+#   validate  scripts/validate_harness.py: five pairs, the harness vs do_bench vs a CUDA-event loop
 set -uo pipefail
-out=${1:?usage: scripts/h100_issue21.sh OUTDIR [RUNS] [CH1_LIMIT_S]}; runs=${2:-1}; ch1_limit=${3:-330}
+out=${1:?usage: scripts/h100_issue21.sh OUTDIR STEP...}; shift
 mkdir -p "$out/logs"; export PYTHONUNBUFFERED=1
 step() { local name=$1 limit=$2; shift 2; echo "== $name" >&2; local t0=$SECONDS
   timeout "$limit" "$@" > "$out/logs/$name.log" 2>&1; local r=$?
-  grep -v '^      ' "$out/logs/$name.log" | tail -${TAIL:-12}; echo "== $name: exit $r in $((SECONDS - t0)) s" >&2; return 0; }
+  grep -v '^      ' "$out/logs/$name.log" | tail -"${TAIL:-12}"; echo "== $name: exit $r in $((SECONDS - t0)) s" >&2; return 0; }
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader
-TAIL=12 step peaks 150 python3 benchmark.py --peaks
-TAIL=8 step ceiling_test 90 python3 -m pytest -q -s tests/test_ceilings_gpu.py
-for i in $(seq 1 "$runs"); do
-  TAIL=14 step aa$i 200 python3 benchmark.py --root tests/fixtures --chapter 83 --chapter 84 --chapter 85 --output "$out/aa$i"
+runs=0
+for s in "$@"; do
+  case $s in
+    imports) TAIL=12 step imports 60 bash -c 'for m in torch common.run; do TIMEFORMAT="import $m: %R s"; time python3 -c "import $m"; done
+                                        python3 -X importtime -c "import common.run" 2>&1 | sort -t"|" -k2 -n | tail -6' ;;
+    peaks) TAIL=12 step peaks 150 python3 benchmark.py --peaks ;;
+    ceiling) TAIL=8 step ceiling 90 python3 -m pytest -q -s tests/test_ceilings_gpu.py ;;
+    aa) runs=$((runs + 1)); TAIL=14 step "aa$runs" 200 python3 benchmark.py --root tests/fixtures --chapter 83 \
+          --chapter 84 --chapter 85 --output "$out/aa$runs" ;;
+    ch1) TAIL=40 step ch1 "${CH1_LIMIT_S:-330}" python3 benchmark.py --chapter 1 --output "$out/ch1" ;;
+    goodput) TAIL=30 step goodput 100 python3 ch1/performance_basics_optimized.py --json "$out/goodput.json" ;;
+    validate) TAIL=40 step validate 240 python3 scripts/validate_harness.py --out "$out/validate" ;;
+    *) echo "unknown step $s" >&2 ;;
+  esac
 done
-TAIL=30 step ch1 "$ch1_limit" python3 benchmark.py --chapter 1 --output "$out/ch1"
 cp -r profiles/peaks "$out/" 2>/dev/null
+exit 0

@@ -47,10 +47,11 @@ def test_performance_basics_reports_goodput(capsys):
 
 def test_performance_basics_optimized_runs_every_cpu_test(tmp_path, capsys):
     from ch1 import performance_basics_optimized as pbo
-    r = pbo.main(["--steps", "3", "--device", "cpu", "--json", str(tmp_path / "pb.json")])
+    r = pbo.main(["--steps", "3", "--repeats", "2", "--device", "cpu", "--json", str(tmp_path / "pb.json")])
     out = capsys.readouterr().out
-    for header in ("Test 1", "Test 2", "Test 3: skipped", "Test 4"):
+    for header in ("Test 1", "Test 2", "Test 2b", "Test 3: skipped", "Test 4"):
         assert header in out
+    assert len(r["test2"]["speedup_runs"]) == 2 and len(r["test2b"]["runs_ms_per_iter"]) == 2
     assert [row["batch"] for row in r["test4"]] == [32, 64, 128, 256, 512]
     assert json.loads((tmp_path / "pb.json").read_text())["test2"]["batch"] == 32
 

@@ -198,3 +198,29 @@ def test_a_death_is_named_even_when_torchrun_blames_rank_0():
         "[1]:", "  time      : 2026-11-23_10:00:00", "  rank      : 1 (local_rank: 1)", "  exitcode  : 7 (pid: 1235)"]
     r = settle(_rank0_finished(tail), chapter=82, name="x", bound="link", files={"baseline": Path("b.py")})
     assert "rank 1 failed first (exit code 7)" in r["error"], r["error"]
+
+
+def test_a_spare_worker_runs_the_pair_it_is_handed_and_one_that_does_not_fit_is_ended():
+    """benchmark.py starts the next pair's worker ahead (common.launch.Spare): it imports torch, then waits.
+    Handed the pair, that process runs it; one started with another environment is ended, not leaked, and
+    the pair runs in a new process as before."""
+    from common.launch import Spare, worker_env
+    from conftest import FIXTURES
+
+    class Counted(Spare):
+        handed = 0
+
+        def go(self, cmd):
+            Counted.handed += 1
+            return super().go(cmd)
+
+    base, opts = FIXTURES / "ch84" / "baseline_aa.py", [FIXTURES / "ch84" / "optimized_aa_1.py"]
+    for env, handed in ((worker_env(base), 1), (dict(worker_env(base), ANOTHER_SETTING="1"), 0)):
+        Counted.handed, stages = 0, []
+        spare = Counted(env)
+        r = run_in_subprocess(84, "aa", "memory", base, opts, device="cpu", peaks=None, quick=True, budget=0.1,
+                              timeout_s=300, echo=False, spare=spare, on_stage=stages.append)
+        assert Counted.handed == handed
+        assert spare.proc.wait(timeout=10) is not None and not alive(spare.proc.pid)
+        assert r["status"] == "ok" and r["baseline"]["verified"] and r["variants"][0]["verified"], r.get("error")
+        assert stages[0] == "started" and stages[-1] == "exited"
