@@ -558,7 +558,7 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
             early = device.type == "cuda" and pair.bound in ("memory", "compute")
 
             def ahead(stage: str, i=i, early=early) -> None:
-                if stage in (SPARE_AFTER, "exited") or (early and stage == "started"):
+                if stage in (*SPARE_AFTER, "exited") or (early and stage == "started"):
                     start_spare(i)
             mine, spare = (spare, None) if takes_spare[i] else (None, spare)
             r = run_in_subprocess(c, name, pair.bound, base, opts, device=device.type, peaks=peaks_path(device),

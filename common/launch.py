@@ -116,10 +116,11 @@ def read_result(path: Path) -> dict | None:
 
 
 WORKER = [sys.executable, "-m", "common.run"]
-# The worker's stage (in_progress.stage of its result file) after which the next pair's spare may start when the
+# The worker's stages (in_progress.stage of its result file) after which the next pair's spare may start when the
 # running pair is timed by the host's clock or issues work from the host (launch- and transfer-bound pairs, any
-# pair on a CPU): its timed rounds are over.
-SPARE_AFTER = "verify after timing"
+# pair on a CPU): its timed rounds are over. The worker writes ROUNDS_OVER after its last variant's rounds.
+ROUNDS_OVER = "rounds over"
+SPARE_AFTER = (ROUNDS_OVER, "verify after timing")
 
 
 class Spare:
@@ -150,6 +151,13 @@ class Spare:
             self.proc.stdout.close()
 
 
+def _written(path: Path) -> int | None:
+    try:
+        return Path(path).stat().st_mtime_ns
+    except OSError:
+        return None
+
+
 def _stage(result_path: Path) -> str | None:
     doc = read_result(result_path)
     return ((doc or {}).get("in_progress") or {}).get("stage")
@@ -176,7 +184,7 @@ def watch(cmd: list[str], result_path: Path, *, timeout_s: float, startup_s: flo
                                 text=True, start_new_session=True)
     pump = threading.Thread(target=_pump, args=(proc.stdout, "    ", tail, echo), daemon=True)
     pump.start()
-    started = stopped = rc = seen = None
+    started = stopped = rc = seen = last_written = None
     tell = on_stage or (lambda stage: None)
     try:
         while rc is None:
@@ -188,10 +196,12 @@ def watch(cmd: list[str], result_path: Path, *, timeout_s: float, startup_s: flo
                     started = now
                     tell("started")
                 if started is not None and on_stage is not None:
-                    stage = _stage(result_path)
-                    if stage and stage != seen:
-                        seen = stage
-                        tell(stage)
+                    written = _written(result_path)
+                    if written != last_written:  # read only a rewritten file: no parsing while a pair is timed
+                        last_written, stage = written, _stage(result_path)
+                        if stage and stage != seen:
+                            seen = stage
+                            tell(stage)
                 if started is None and now - t0 > startup_s:
                     stopped = "startup"
                 elif started is not None and now - started > timeout_s:

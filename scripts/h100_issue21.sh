@@ -4,7 +4,7 @@
 #   imports   how long a worker's start takes (the torch import, the harness's modules)
 #   peaks     the ceilings measured anew (skip it to use profiles/peaks, carried or copied in)
 #   ceiling   tests/test_ceilings_gpu.py: a plain large matmul cannot beat its ceiling
-#   aa        one multi-chapter A/A run (the trap, A/A and reuse fixtures); repeat the word for more runs
+#   aa        one multi-chapter A/A run (the reuse, A/A, trap and side-stream fixtures); repeat the word for more runs
 #   ch1       benchmark.py --chapter 1 at full size (CH1_LIMIT_S, default 330)
 #   goodput   ch1/performance_basics_optimized.py, tests 1, 2 and 2b in turn five times
 #   validate  scripts/validate_harness.py: five pairs, the harness vs do_bench vs a CUDA-event loop
@@ -19,11 +19,14 @@ runs=0
 for s in "$@"; do
   case $s in
     imports) TAIL=12 step imports 60 bash -c 'for m in torch common.run; do TIMEFORMAT="import $m: %R s"; time python3 -c "import $m"; done
-                                        python3 -X importtime -c "import common.run" 2>&1 | sort -t"|" -k2 -n | tail -6' ;;
+                                        python3 -X importtime -c "import common.run" 2>&1 | sort -t"|" -k2 -n | tail -6
+                                        python3 -c "import time; t=time.time(); import torch.profiler; print(f\"import torch.profiler: {time.time()-t:.1f} s\")
+x = __import__(\"torch\").ones(1, device=\"cuda\"); from common.profiling.capture import count_launches
+for n in (\"first\", \"second\"): t=time.time(); c=count_launches(lambda: x.add_(1)); print(f\"{n} kernel count: {time.time()-t:.1f} s\", c)"' ;;
     peaks) TAIL=12 step peaks 150 python3 benchmark.py --peaks ;;
     ceiling) TAIL=8 step ceiling 90 python3 -m pytest -q -s tests/test_ceilings_gpu.py ;;
-    aa) runs=$((runs + 1)); TAIL=14 step "aa$runs" 200 python3 benchmark.py --root tests/fixtures --chapter 83 \
-          --chapter 84 --chapter 85 --output "$out/aa$runs" ;;
+    aa) runs=$((runs + 1)); TAIL=14 step "aa$runs" 240 python3 benchmark.py --root tests/fixtures --chapter 83 \
+          --chapter 84 --chapter 85 --chapter 92 --output "$out/aa$runs" ;;
     ch1) TAIL=40 step ch1 "${CH1_LIMIT_S:-330}" python3 benchmark.py --chapter 1 --output "$out/ch1" ;;
     goodput) TAIL=30 step goodput 100 python3 ch1/performance_basics_optimized.py --json "$out/goodput.json" ;;
     validate) TAIL=40 step validate 240 python3 scripts/validate_harness.py --out "$out/validate" ;;
