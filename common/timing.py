@@ -194,8 +194,14 @@ class Between:
             self.flush()
 
 
+def _on_host(out: Any) -> bool:
+    tensors = [out] if isinstance(out, torch.Tensor) else list(out) if isinstance(out, (tuple, list)) else []
+    return any(isinstance(t, torch.Tensor) and not t.is_cuda for t in tensors)
+
+
 def _clone(out: Any) -> Any:
-    """A copy of a call's output (a tensor or a tuple of them), taken on the caller's stream."""
+    """A copy of a call's output (a tensor or a tuple of them), taken on the caller's stream (a host tensor:
+    the caller's stream must have finished first)."""
     if isinstance(out, torch.Tensor):
         return out.detach().clone()
     if isinstance(out, (tuple, list)):
@@ -225,7 +231,8 @@ def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float, Any
     The round's span starts with an event recorded before its first feed and scrub: everything the
     round launches on the caller's stream lies between that event and the last one. With `keep`, the
     round runs at least KEPT_STREAK samples and the output of its last call (the one with the most calls back to back before it) is copied
-    after that sample's closing event, so the copy is not timed.
+    after that sample's closing event, so the copy is not timed: a GPU output on the caller's stream, a host
+    output (written by a non_blocking copy back) once the caller's stream has finished, as a caller reads it.
     """
     torch.cuda.synchronize(device)
     t0 = time.perf_counter()
@@ -240,10 +247,15 @@ def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float, Any
             out = t.fn()
         e.record()
         pending.append((s, e))
+    clone_s = 0.0
     if keep:
+        if _on_host(out):  # a caller reads a host output (a non_blocking copy back) once its stream has finished
+            torch.cuda.current_stream().synchronize()
+        c0 = time.perf_counter()
         kept = _clone(out)
+        clone_s = time.perf_counter() - c0  # the harness's copy on the host: not the round's wall time
     torch.cuda.synchronize(device)
-    wall = time.perf_counter() - t0
+    wall = time.perf_counter() - t0 - clone_s
     span = first.elapsed_time(pending[-1][1]) * 1e-3
     ratio = (wall - ESCAPE_SLACK_S) / span if span > 0 else math.inf
     return [s.elapsed_time(e) * 1e-3 / t.calls for s, e in pending], ratio, kept

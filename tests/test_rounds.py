@@ -4,6 +4,8 @@ import math
 import random
 import types
 
+import pytest
+
 import torch
 
 from common import timing
@@ -129,3 +131,21 @@ def test_copies_of_the_baseline_read_one(run_bench, tmp_path):
         low, high = e["speedup_ci"]
         # a loaded 2-core CPU: within 10%, and the interval (built from paired rounds) holds 1.0
         assert 0.9 < e["speedup"] < 1.1 and low <= 1.0 <= high, (e["name"], e["speedup"], e["speedup_ci"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (a non_blocking copy back to the host)")
+def test_a_host_output_copied_back_without_blocking_is_kept_once_the_stream_has_finished():
+    """ch11's stream pipeline returns a pinned host tensor written by non_blocking copies: a copy of it taken
+    before the caller's stream finished read a stale answer (relative error 0.92) and failed a correct baseline."""
+    dev = torch.device("cuda")
+    x = torch.randn(4096, 4096, device=dev)
+    host = torch.empty(4096, 4096).pin_memory()
+
+    def call():
+        host.copy_(torch.tanh(x @ x / 64), non_blocking=True)
+        return host
+    seen = []
+    entry = timing.Timed(call, timing.Between(lambda i: x.normal_(), None))  # new values before every call
+    timing.time_rounds([entry], dev, budget_s=0.5, check=lambda i, e, kept: seen.append(
+        torch.allclose(kept, torch.tanh(x @ x / 64).cpu(), rtol=1e-5, atol=1e-6)))
+    assert seen and all(seen)
