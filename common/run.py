@@ -552,7 +552,10 @@ def in_loop_check(ctx: Context, base: "Trial", trials: list["Trial"]):
         fed = entry.between.fed
         base.own.feed_new(fed)
         with numerics(flags_precision(ctx, base.v)):
-            expected = [x.detach().clone() for x in as_tensors(base.fn())]
+            out = as_tensors(base.fn())
+        if ctx.device.type == "cuda":  # read as its caller would: a host output is final once the stream is done
+            torch.cuda.current_stream().synchronize()
+        expected = [x.detach().clone() for x in out]
         verdict = ctx.compare(expected, as_tensors(kept), trial.precision, allowed_dtypes(trial.v))
         trial.entry["in_loop_checks"] = trial.entry.get("in_loop_checks", 0) + 1
         if not verdict.ok:
