@@ -519,8 +519,8 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
     print(f"{n} pair(s) on {peaks['device']} ({device.type})" + (", quick" if args.quick else ""), file=sys.stderr)
     started = time.monotonic()
     # The pairs that start a plain worker (one process, no profiler wrapped around it) can take a spare.
-    takes_spare = [not isinstance(pair, Exception) and pair.nproc == 1 and args.profile not in ("nsys", "ncu")
-                   and cannot_run_here(pair, device.type) is None for pair in loaded]
+    runs_here = [not isinstance(pair, Exception) and cannot_run_here(pair, device.type) is None for pair in loaded]
+    takes_spare = [ok and pair.nproc == 1 and args.profile not in ("nsys", "ncu") for ok, pair in zip(runs_here, loaded)]
     bases = [base for _, _, base, _ in selection]
     spare = None
 
@@ -536,9 +536,12 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
             import torch
 
             from common.cuda_ext import build_declared
-            files = [f for (_, _, base, opts), pair in zip(selection, loaded) if not isinstance(pair, Exception)
-                     for f in [base, *opts]]
-            build_declared(files, torch.cuda.get_device_capability(device), log=lambda m: print(m, file=sys.stderr))
+            files = [f for (_, _, base, opts), ok in zip(selection, runs_here) if ok for f in [base, *opts]]
+            try:
+                build_declared(files, torch.cuda.get_device_capability(device), log=lambda m: print(m, file=sys.stderr))
+            except Exception as e:  # noqa: BLE001 - best effort: each pair's worker still builds what it needs
+                print(f"building the CUDA extensions ahead failed ({type(e).__name__}: {e}); each pair builds its own",
+                      file=sys.stderr)
         for i, ((c, name, base, opts), pair) in enumerate(zip(selection, loaded)):
             tag = f"[{i + 1}/{n}] ch{c}/{name}"
             if isinstance(pair, Exception):  # a file that does not import or breaks the contract fails alone
@@ -561,9 +564,14 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
                 if stage in (*SPARE_AFTER, "exited") or (early and stage == "started"):
                     start_spare(i)
             mine, spare = (spare, None) if takes_spare[i] else (None, spare)
-            r = run_in_subprocess(c, name, pair.bound, base, opts, device=device.type, peaks=peaks_path(device),
-                                  quick=args.quick, budget=budget, timeout_s=args.timeout, nproc=pair.nproc,
-                                  profile=args.profile, outdir=outdir, spare=mine, on_stage=ahead)
+            try:
+                r = run_in_subprocess(c, name, pair.bound, base, opts, device=device.type, peaks=peaks_path(device),
+                                      quick=args.quick, budget=budget, timeout_s=args.timeout, nproc=pair.nproc,
+                                      profile=args.profile, outdir=outdir, spare=mine, on_stage=ahead)
+            except BaseException:
+                if mine is not None and mine.proc.stdin and not mine.proc.stdin.closed:  # never handed the pair
+                    mine.discard()
+                raise
             if r["status"] == "failed":
                 print(f"    FAILED: {r.get('error') or 'a variant failed; see the report'}", file=sys.stderr)
             print(f"    {tag}: {r.get('elapsed_s', 0):.1f} s wall" + _stages_text(r), file=sys.stderr)

@@ -90,10 +90,11 @@ def _inputs(sources: list[str]) -> list[Path]:
     todo = [REPO_ROOT / s for s in sources]
     while todo:
         f = todo.pop()
-        if f in seen:
+        if f in seen or (seen and not f.is_file()):  # a quoted include that is not a local file (a toolkit header)
             continue
         seen.append(f)
-        todo += [f.parent / h for h in re.findall(r'^\s*#\s*include\s+"([^"]+)"', f.read_text(), re.M)]
+        text = f.read_text(errors="replace")
+        todo += [f.parent / h for h in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M)]
     return seen
 
 

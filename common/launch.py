@@ -175,9 +175,13 @@ def watch(cmd: list[str], result_path: Path, *, timeout_s: float, startup_s: flo
     """
     tail: collections.deque = collections.deque(maxlen=TAIL_LINES)
     t0 = time.monotonic()
+    proc = None
     if spare is not None and spare.fits(cmd, env):
-        proc = spare.go(cmd)
-    else:
+        try:
+            proc = spare.go(cmd)
+        except OSError:  # it ended between the check and the command line: start one as usual
+            proc = None
+    if proc is None:
         if spare is not None:
             spare.discard()
         proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

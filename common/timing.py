@@ -225,7 +225,7 @@ class Timed:
     error: Exception | None = None
 
 
-def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float, Any]:
+def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | None, Any]:
     """One round of `t.rnd` samples timed with CUDA events, and its wall-over-span ratio.
 
     The round's span starts with an event recorded before its first feed and scrub: everything the
@@ -247,17 +247,17 @@ def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float, Any
             out = t.fn()
         e.record()
         pending.append((s, e))
-    clone_s = 0.0
+    on_host = keep and _on_host(out)
     if keep:
-        if _on_host(out):  # a caller reads a host output (a non_blocking copy back) once its stream has finished
+        if on_host:  # a caller reads a host output (a non_blocking copy back) once its stream has finished
             torch.cuda.current_stream().synchronize()
-        c0 = time.perf_counter()
         kept = _clone(out)
-        clone_s = time.perf_counter() - c0  # the harness's copy on the host: not the round's wall time
     torch.cuda.synchronize(device)
-    wall = time.perf_counter() - t0 - clone_s
+    wall = time.perf_counter() - t0
     span = first.elapsed_time(pending[-1][1]) * 1e-3
-    ratio = (wall - ESCAPE_SLACK_S) / span if span > 0 else math.inf
+    # A host copy made on the host lengthens this round's wall time (and work left on another stream may run
+    # under it): such a round gives no wall-over-span ratio; the escape check reads the other rounds.
+    ratio = None if on_host else (wall - ESCAPE_SLACK_S) / span if span > 0 else math.inf
     return [s.elapsed_time(e) * 1e-3 / t.calls for s, e in pending], ratio, kept
 
 
@@ -407,7 +407,8 @@ def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float =
                 with t.context():
                     if on_gpu:
                         times, ratio, kept = _guarded(guard, lambda: _round_events(t, device, keep))
-                        t.wall_ratios.append(ratio)
+                        if ratio is not None:
+                            t.wall_ratios.append(ratio)
                     else:
                         times, kept = _guarded(guard, lambda: _round_wall(t, device, keep))
                     t.per_call.extend(times)
@@ -442,6 +443,8 @@ def _sample_events(fn, device, calls, between: Between, budget_s, est_s, agree) 
 
 
 def wall_check(ratios: list[float]) -> dict:
+    if not ratios:  # every round kept a host output (one slow call): no round to read
+        return {"rounds": 0, "median_wall_over_event_span": None, "max_wall_over_event_span": None, "escaped": False}
     typical = statistics.median_low(ratios)  # of two rounds the lower: one slow round alone cannot fail a variant
     return {"rounds": len(ratios), "median_wall_over_event_span": typical,
             "max_wall_over_event_span": max(ratios), "escaped": typical > ESCAPE_RATIO}

@@ -96,6 +96,7 @@ def snapshot_as_caller(out: Any, apart=contextlib.nullcontext) -> tuple[list[tor
     if not any(t.is_cuda for t in tensors) and not (torch.cuda.is_available() and torch.cuda.is_initialized()):
         return [t.detach().to("cpu", copy=True) for t in tensors], None
     torch.cuda.current_stream().synchronize()  # what the caller's stream has finished, no more
+    seen = None
     if all(t.is_cuda for t in tensors):
         # Compared on the GPU: a copy on the caller's stream, then a device-wide sync, then the bits; one copy to
         # the host instead of two and no comparison there (a GB-sized output: ~0.5 s a call saved on an H100).
@@ -104,11 +105,15 @@ def snapshot_as_caller(out: Any, apart=contextlib.nullcontext) -> tuple[list[tor
                 seen = [t.detach().clone() for t in tensors]
                 torch.cuda.synchronize()
                 late = next((i for i, (a, b) in enumerate(zip(seen, tensors)) if not same_bits(a, b.detach())), None)
-                del seen
+                seen = None
             return [t.detach().to("cpu", copy=True) for t in tensors], None if late is None else _late(late)
-        except torch.cuda.OutOfMemoryError:  # no room for a copy on the GPU: both copies on the host, below
-            pass
-    seen = [t.detach().to("cpu", copy=True) for t in tensors]
+        except torch.cuda.OutOfMemoryError:  # no room to compare on the GPU: on the host, below
+            if seen is not None and len(seen) == len(tensors):  # the caller's view was taken: keep it
+                seen = [s.to("cpu") for s in seen]
+            else:
+                seen = None
+    if seen is None:
+        seen = [t.detach().to("cpu", copy=True) for t in tensors]
     settled = snapshot(out)
     late = next((i for i, (a, b) in enumerate(zip(seen, settled)) if not same_bits(a, b)), None)
     return settled, None if late is None else _late(late)

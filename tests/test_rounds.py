@@ -149,3 +149,5 @@ def test_a_host_output_copied_back_without_blocking_is_kept_once_the_stream_has_
     timing.time_rounds([entry], dev, budget_s=0.5, check=lambda i, e, kept: seen.append(
         torch.allclose(kept, torch.tanh(x @ x / 64).cpu(), rtol=1e-5, atol=1e-6)))
     assert seen and all(seen)
+    # a round that copied a host output on the host gives no wall-over-span ratio to the escaped-work check
+    assert len(entry.wall_ratios) == len(entry.round_s) - len(seen)
