@@ -519,7 +519,8 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
     print(f"{n} pair(s) on {peaks['device']} ({device.type})" + (", quick" if args.quick else ""), file=sys.stderr)
     started = time.monotonic()
     # The pairs that start a plain worker (one process, no profiler wrapped around it) can take a spare.
-    runs_here = [not isinstance(pair, Exception) and cannot_run_here(pair, device.type) is None for pair in loaded]
+    why_not = [None if isinstance(pair, Exception) else cannot_run_here(pair, device.type) for pair in loaded]
+    runs_here = [not isinstance(pair, Exception) and why is None for pair, why in zip(loaded, why_not)]
     takes_spare = [ok and pair.nproc == 1 and args.profile not in ("nsys", "ncu") for ok, pair in zip(runs_here, loaded)]
     bases = [base for _, _, base, _ in selection]
     spare = None
@@ -550,7 +551,7 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
                                            errors=[_load_error(pair)]))
                 print(f"{tag}: FAILED to load: {pair}", file=sys.stderr)
                 continue
-            why = cannot_run_here(pair, device.type)
+            why = why_not[i]
             if why:  # no process, no timeout
                 results.append(skipped_result(c, name, pair, why, device.type))
                 print(f"{tag}: skipped: {results[-1]['error']}", file=sys.stderr)

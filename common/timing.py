@@ -435,13 +435,6 @@ def _rounds_alone(t: Timed, device, budget_s: float, agree, events: bool) -> Non
         t.round_s.append(statistics.median(times))
 
 
-def _sample_events(fn, device, calls, between: Between, budget_s, est_s, agree) -> tuple[list[float], dict]:
-    """Per-call times from CUDA events in rounds, and the rounds' wall-clock check (one entry)."""
-    t = Timed(fn, between, calls=calls, rnd=_round_size(est_s * calls))
-    _rounds_alone(t, device, budget_s, agree, events=True)
-    return t.per_call, wall_check(t.wall_ratios)
-
-
 def wall_check(ratios: list[float]) -> dict:
     if not ratios:  # every round kept a host output (one slow call): no round to read
         return {"rounds": 0, "median_wall_over_event_span": None, "max_wall_over_event_span": None, "escaped": False}

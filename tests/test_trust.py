@@ -182,9 +182,9 @@ def round_check(monkeypatch, gpu):
     monkeypatch.setattr(timing.torch.cuda, "synchronize", gpu.synchronize)
     monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=gpu.perf_counter))
     monkeypatch.setattr(timing, "MEDIAN_CI_TARGET", -1.0)  # identical simulated samples: run until the budget
-    _, check = timing._sample_events(gpu.call, None, 1, timing.Between(None, None), budget_s=0.5,
-                                     est_s=gpu.main_s + gpu.side_s, agree=lambda x: x)
-    return check
+    t = timing.Timed(gpu.call, timing.Between(None, None), rnd=timing._round_size(gpu.main_s + gpu.side_s))
+    timing._rounds_alone(t, None, budget_s=0.5, agree=lambda x: x, events=True)
+    return timing.wall_check(t.wall_ratios)
 
 
 def test_the_round_check_passes_correct_work_through_a_once_only_stall(monkeypatch):
