@@ -5,7 +5,7 @@
 #   peaks     the ceilings measured anew (skip it to use profiles/peaks, carried or copied in)
 #   ceiling   tests/test_ceilings_gpu.py: a plain large matmul cannot beat its ceiling
 #   aa        one multi-chapter A/A run (the reuse, A/A, trap and side-stream fixtures); repeat the word for more runs
-#   ch1       benchmark.py --chapter 1 at full size (CH1_LIMIT_S, default 330)
+#   chN       benchmark.py --chapter N at full size (ch1, ch11, ch13, ch16; CH_LIMIT_S, default 330)
 #   goodput   ch1/performance_basics_optimized.py, tests 1, 2 and 2b in turn five times
 #   validate  scripts/validate_harness.py: five pairs, the harness vs do_bench vs a CUDA-event loop
 set -uo pipefail
@@ -27,7 +27,7 @@ for n in (\"first\", \"second\"): t=time.time(); c=count_launches(lambda: x.add_
     ceiling) TAIL=8 step ceiling 90 python3 -m pytest -q -s tests/test_ceilings_gpu.py ;;
     aa) runs=$((runs + 1)); TAIL=14 step "aa$runs" 240 python3 benchmark.py --root tests/fixtures --chapter 83 \
           --chapter 84 --chapter 85 --chapter 92 --output "$out/aa$runs" ;;
-    ch1) TAIL=40 step ch1 "${CH1_LIMIT_S:-330}" python3 benchmark.py --chapter 1 --output "$out/ch1" ;;
+    ch[0-9]*) TAIL=40 step "$s" "${CH_LIMIT_S:-330}" python3 benchmark.py --chapter "${s#ch}" --output "$out/$s" ;;
     goodput) TAIL=30 step goodput 100 python3 ch1/performance_basics_optimized.py --json "$out/goodput.json" ;;
     validate) TAIL=40 step validate 240 python3 scripts/validate_harness.py --out "$out/validate" ;;
     *) echo "unknown step $s" >&2 ;;
