@@ -4,8 +4,8 @@ Workload (GPU): 8 blocks of ch13/block.py (d=2048, 16 heads, MLP 8192), batch 4 
 On a CPU and --quick: 2 tiny blocks (d=64), fp32.
 
 Prepared once: the blocks' weights. Per call: the input activations x.
-The call returns the loss, dL/dx and the first block's QKV weight gradient (gradients are returned,
-not accumulated, so every call gives the same answer).
+The call returns dL/dx, the first block's QKV weight gradient and the loss (gradients are returned,
+not accumulated, so every call gives the same answer to bf16's precision: see ch13/block.py's train_step).
 
 Bound: compute. Napkin math: forward 8 x 0.89 TFLOP (ch13/block.py: BlockConfig.forward_flops) ≈ 7.1 TFLOP,
 backward twice that: ≈ 21 TFLOP ≈ 33 ms at ~650 TFLOP/s. Memory: the saved activations are ~34 bytes per

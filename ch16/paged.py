@@ -144,7 +144,8 @@ if triton is not None:
             kv_off = b * stride_b + blk * stride_kb + h * stride_kh + p[:, None] * stride_kp + d[None, :]
             k = tl.load(k_ptr + kv_off).to(tl.float32)                          # (P, D), read in place
             v = tl.load(v_ptr + kv_off).to(tl.float32)
-            s = tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale           # (G, P)
+            # fp32 even where torch.compile passes `scale` as an fp64 scalar: m, l, acc keep their type
+            s = (tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale).to(tl.float32)   # (G, P)
             s = tl.where(((j * P + p) < length)[None, :], s, float("-inf"))
             m_new = tl.maximum(m, tl.max(s, axis=1))
             alpha = tl.exp(m - m_new)

@@ -56,7 +56,7 @@ from common.pair import Pair, Variant, check_workload, pair_record, variant_reco
 from common.physics import achieved, cache_bytes, suspect_reason
 from common.profiling.capture import count_launches, profile_calls
 from common.report import speedup_interval
-from common.timing import (KEPT_STREAK, Between, L2Scrubber, Timed, back_to_back, finish, gpu_state, modes_of_its_own,
+from common.timing import (Between, L2Scrubber, Timed, back_to_back, finish, gpu_state, modes_of_its_own,
                            paired_speedup, time_rounds, two_modes)
 from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, as_tensors, check_inputs_random, looser, responds_to_inputs,
                            snapshot_as_caller, verify_outputs)
@@ -560,7 +560,7 @@ def in_loop_check(ctx: Context, base: "Trial", trials: list["Trial"]):
         trial.entry["in_loop_checks"] = trial.entry.get("in_loop_checks", 0) + 1
         if not verdict.ok:
             raise Failed(f"inside the timing loop, at its pace: the answer of its call on value set {fed} (the last of "
-                         f"{max(entry.rnd, KEPT_STREAK)} samples back to back in round {len(entry.round_s)}) differs from the "
+                         f"{max(entry.rnd, entry.streak)} samples back to back in round {len(entry.round_s)}) differs from the "
                          f"baseline's on the same values: {verdict.message}")
     return check
 

@@ -51,6 +51,9 @@ MEDIAN_CI_TARGET = 0.01     # stop when the median's 95% CI is under 1% of it
 MIN_SAMPLES = 10
 MAX_SAMPLES = 20000
 KEPT_STREAK = 16            # a round whose last answer is checked runs at least this many samples back to back
+ROUND_S = 0.05              # a round is about this much work, and at least 5 samples (a kept round KEPT_STREAK)...
+SLOW_ROUND_S = 1.0          # ...unless those would take longer than this: a call of seconds (serving a burst of
+                            # requests) gets rounds of one sample, and its streak is a second of calls back to back
 MIN_ROUNDS = 10             # with several entries: paired rounds before a speedup's interval is trusted
 MAX_ROUNDS = 20000
 RATIO_CI_TARGET = 0.02      # stop when every paired speedup's 95% interval is under 2% of it
@@ -148,25 +151,25 @@ def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
     (an 8192^3 bf16 GEMM on an H100 goes from ~1.40 ms on a cool GPU to ~1.62 ms,
     its SM clock from 1980 to ~1350-1450 MHz), hence COMPUTE_WARMUP_S for it.
     """
+    start = time.perf_counter()   # the first calls count: three calls of seconds each are warm-up enough
     first = [_one_call_s(fn, device) for _ in range(3)]
     est = agree(statistics.median(first))
     per_window = max(1, min(MAX_CALLS_PER_SAMPLE * 10, int(WARMUP_WINDOW_S / max(est, 1e-7))))
     windows: list[float] = []
-    start = time.perf_counter()
     while True:
-        _sync(device)
-        t0 = time.perf_counter()
-        for _ in range(per_window):
-            fn()
-        _sync(device)
-        windows.append((time.perf_counter() - t0) / per_window)
         elapsed = time.perf_counter() - start
         last = windows[-3:]
         settled = (len(windows) >= 3 and elapsed >= min_s
                    and max(last) - min(last) <= WARMUP_AGREE * statistics.median(last))
         if agree(0.0 if (settled or elapsed > budget_s) else 1.0) == 0.0:
             break
-    return agree(statistics.median(windows[-3:])), 3 + per_window * len(windows)
+        _sync(device)
+        t0 = time.perf_counter()
+        for _ in range(per_window):
+            fn()
+        _sync(device)
+        windows.append((time.perf_counter() - t0) / per_window)
+    return agree(statistics.median(windows[-3:] or first)), 3 + per_window * len(windows)
 
 
 def _calls_per_sample(est_s: float, fed: bool) -> int:
@@ -177,7 +180,13 @@ def _calls_per_sample(est_s: float, fed: bool) -> int:
 
 def _round_size(est_sample_s: float) -> int:
     # Sync (and check the stopping rule) about every 50 ms of work.
-    return max(5, min(200, int(0.05 / max(est_sample_s, 1e-6))))
+    est = max(est_sample_s, 1e-6)
+    return max(1, min(5, int(SLOW_ROUND_S / est)), min(200, int(ROUND_S / est)))
+
+
+def _streak(est_sample_s: float) -> int:
+    """Samples back to back before a kept answer: KEPT_STREAK, or as many as fill SLOW_ROUND_S if fewer."""
+    return max(1, min(KEPT_STREAK, math.ceil(SLOW_ROUND_S / max(est_sample_s, 1e-6))))
 
 
 class Between:
@@ -218,6 +227,7 @@ class Timed:
     est_s: float = 0.0
     calls: int = 1
     rnd: int = 5
+    streak: int = KEPT_STREAK   # a kept round runs at least this many samples (common.timing._streak)
     warmup_calls: int = 0
     per_call: list = dataclasses.field(default_factory=list)     # seconds, every sample
     round_s: list = dataclasses.field(default_factory=list)      # each round's median per-call time
@@ -230,7 +240,7 @@ def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | No
 
     The round's span starts with an event recorded before its first feed and scrub: everything the
     round launches on the caller's stream lies between that event and the last one. With `keep`, the
-    round runs at least KEPT_STREAK samples and the output of its last call (the one with the most calls back to back before it) is copied
+    round runs at least `t.streak` samples and the output of its last call (the one with the most calls back to back before it) is copied
     after that sample's closing event, so the copy is not timed: a GPU output on the caller's stream, a host
     output (written by a non_blocking copy back) once the caller's stream has finished, as a caller reads it.
     """
@@ -239,7 +249,7 @@ def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | No
     first = torch.cuda.Event(enable_timing=True)
     first.record()
     pending, kept, out = [], None, None
-    for _ in range(max(t.rnd, KEPT_STREAK) if keep else t.rnd):
+    for _ in range(max(t.rnd, t.streak) if keep else t.rnd):
         t.between()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
@@ -265,7 +275,7 @@ def _round_wall(t: Timed, device: torch.device, keep: bool) -> tuple[list[float]
     """One round timed on the host clock, with a device-wide sync around each sample on a GPU: nothing can
     escape it (the CPU's timer, and the re-timing of a variant whose work escaped the caller's stream)."""
     times, out = [], None
-    for _ in range(max(t.rnd, KEPT_STREAK) if keep else t.rnd):
+    for _ in range(max(t.rnd, t.streak) if keep else t.rnd):
         t.between()
         _sync(device)
         t0 = time.perf_counter()
@@ -395,7 +405,8 @@ def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float =
                 fed_at = time.perf_counter()
                 _guarded(guard, t.between)  # a round is ~50 ms of work, feeds and scrubs included
                 _sync(device)
-                t.rnd = _round_size(est * t.calls + agree(time.perf_counter() - fed_at))
+                sample_s = est * t.calls + agree(time.perf_counter() - fed_at)
+                t.rnd, t.streak = _round_size(sample_s), _streak(sample_s)
         except Exception as e:  # noqa: BLE001 - this entry fails alone
             t.error = e
     live = [t for t in entries if t.error is None]

@@ -69,6 +69,33 @@ def test_a_real_difference_survives_pairing(monkeypatch):
     assert 1.9 < low <= speedup <= high < 2.1, (speedup, low, high)
 
 
+def test_calls_of_seconds_get_rounds_of_one_sample_and_a_paired_interval(monkeypatch):
+    """A call that serves a burst of requests takes seconds. Rounds of at least 5 samples, and kept rounds
+    of 16 back to back, made such a pair (ch16/batching: two entries of several seconds) run for over
+    nine minutes; the rounds are sized by time instead, and the speedup still has its paired interval."""
+    clock = DriftingClock(base_s=3.0, drift_per_s=0.0, jitter=0.0)
+    fake_clock(monkeypatch, clock)
+    calls = {"a": 0, "b": 0}
+
+    def counted(name):
+        def call():
+            calls[name] += 1
+            clock.call()
+        return call
+    a = timing.Timed(counted("a"), timing.Between(None, None))
+    b = timing.Timed(counted("b"), timing.Between(None, None))
+    timing.time_rounds([a, b], torch.device("cpu"), budget_s=2.0, check=lambda i, t, kept: None)
+    assert a.rnd == b.rnd == 1 and a.streak == b.streak == 1
+    assert calls["a"] <= 8 and calls["b"] <= 8, calls       # 3 first calls, 3 rounds (was 41 calls each)
+    speedup, (low, high) = timing.paired_speedup(a.round_s, b.round_s)
+    assert len(a.round_s) >= 3 and low <= 1.0 <= high and abs(speedup - 1) < 1e-9, (speedup, low, high)
+
+
+def test_a_kept_round_of_fast_calls_still_runs_its_full_streak():
+    """The bound by time leaves the loop traps' ground alone: calls up to 1/16 s still get 16 back to back."""
+    assert timing._streak(1e-4) == timing._streak(0.06) == timing.KEPT_STREAK > timing._streak(0.07)
+
+
 def test_two_modes_are_found_with_their_levels_and_a_tail_is_not():
     rng = random.Random(1)
     one = [1e-3 * (1 + 0.02 * rng.random()) for _ in range(300)]
