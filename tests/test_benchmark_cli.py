@@ -1,6 +1,5 @@
 """benchmark.py end to end on the CPU, as a user runs it."""
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -48,11 +47,18 @@ def test_unknown_chapter_and_pair_exit_2_with_one_line(run_bench):
         assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
 
 
-def test_missing_profiler_is_one_line_and_exit_2(run_bench):
-    if shutil.which("nsys"):
-        pytest.skip("nsys is installed here")
+def test_missing_profiler_is_one_line_and_exit_2(run_bench, monkeypatch, tmp_path):
     proc = run_bench("--pair", "batched_gemm", "--profile", "nsys")
-    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    (line,) = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and line.startswith("error:"), proc.stderr
+    # without a GPU the device is refused first; with one and no nsys, the tool is named
+    assert "--profile nsys needs a CUDA GPU" in line or "'nsys' is not on PATH" in line, line
+    from common.launch import tool_missing
+    monkeypatch.setenv("PATH", str(tmp_path))   # neither profiler on PATH, whatever this machine has
+    for tool, product in (("nsys", "Nsight Systems"), ("ncu", "Nsight Compute")):
+        why = tool_missing(tool)
+        assert why and f"'{tool}' is not on PATH" in why and product in why and "--profile torch" in why, why
+    assert tool_missing("torch") is None and tool_missing(None) is None
 
 
 def test_list_names_every_pair_and_variant(run_bench):

@@ -33,8 +33,10 @@ def test_every_cpu_path_verifies(ch1_run):
 
 def test_gpu_only_pairs_are_skipped_with_a_reason(ch1_run):
     _, doc = ch1_run
-    skipped = {p["name"] for p in doc["pairs"] if p["status"] == "skipped"}
-    assert {"pinned_memory", "vectorization", "double_buffering"} <= skipped
+    skipped = {p["name"]: p["error"] for p in doc["pairs"] if p["status"] == "skipped"}
+    assert {"pinned_memory", "vectorization", "double_buffering"} <= set(skipped)
+    for name, why in skipped.items():  # the reason a reader sees: what the pair needs, and what this run is on
+        assert "needs CUDA" in why and "CPU" in why, (name, why)
 
 
 def test_performance_basics_reports_goodput(capsys):
@@ -65,9 +67,18 @@ def test_roofline_analysis_classifies_and_plots(tmp_path):
 
 
 def test_every_ch1_file_runs_as_a_script():
-    """`python ch1/<file>.py` must find the repository without PYTHONPATH."""
+    """`python ch1/<file>.py` must find the repository without PYTHONPATH: every file answers --help from
+    another folder (it imports the harness and its baseline), and one pair file runs its pair there."""
     import subprocess
     import sys
+    from concurrent.futures import ThreadPoolExecutor
+    files = sorted(f for f in (ROOT / "ch1").glob("*.py") if f.name != "__init__.py")
+
+    def help_of(f):
+        return f, subprocess.run([sys.executable, str(f), "--help"], capture_output=True, text=True, timeout=120, cwd="/")
+    with ThreadPoolExecutor(4) as pool:
+        for f, proc in pool.map(help_of, files):
+            assert proc.returncode == 0 and proc.stdout.startswith("usage:"), (f.name, proc.stderr[-1500:])
     proc = subprocess.run([sys.executable, str(ROOT / "ch1" / "optimized_batched_gemm.py"), "--quick", "--device", "cpu"],
                           capture_output=True, text=True, timeout=300, cwd="/")
     assert proc.returncode == 0, proc.stderr[-2000:]

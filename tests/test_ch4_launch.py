@@ -56,9 +56,12 @@ def test_several_nodes_need_a_hostfile_and_get_one_pe_per_gpu(tmp_path):
 
 
 def test_bad_arguments_are_refused():
-    assert launch("0", "2", "prog").returncode == 2
-    assert launch("1", "2").returncode == 2
-    assert launch("--dry-run", "1", "2", "prog", NVSHMEM_LAUNCHER="srun").returncode == 2
+    """Exit 2 with one line that says what was wrong: the counts, the missing binary, the launcher."""
+    for proc, says in ((launch("0", "2", "prog"), "must be positive integers, got '0' and '2'"),
+                       (launch("1", "2"), "<nodes> <gpus_per_node> <binary>"),
+                       (launch("--dry-run", "1", "2", "prog", NVSHMEM_LAUNCHER="srun"), "NVSHMEM_LAUNCHER=srun; choose")):
+        (line,) = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and says in line and not proc.stdout, (proc.returncode, proc.stderr)
 
 
 def test_a_fresh_shell_without_nvshmem_passes_no_ld_library_path(tmp_path):
