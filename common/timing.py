@@ -2,8 +2,8 @@
 
 GPU: warm up under sustained load until the per-call time settles; then take samples, each bracketed
 by CUDA events on the current stream, without syncing between samples (the queue stays full, as in a
-training loop), in rounds of about 50 ms; repeat until the median's 95% confidence interval is under 1%
-of it or the time budget is spent.
+training loop), in rounds of about 50 ms (at least 5 samples; a call of seconds gets rounds of one);
+repeat until the median's 95% confidence interval is under 1% of it or the time budget is spent.
 
 Calls compared with each other (a baseline and a variant) are timed together (`time_rounds`): one
 round of each in turn, forwards then backwards, so whatever drifts while they are timed (clocks, the
@@ -143,7 +143,7 @@ def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
     """Load the device back to back until the per-call time settles. Returns (estimate_s, calls made).
 
     Three synced calls first take the one-time costs (kernel selection, allocation,
-    compilation). Then windows of ~25 ms of back-to-back calls run until three in a
+    compilation); the last two count towards `budget_s`, so calls of seconds stop there. Then windows of ~25 ms of back-to-back calls run until three in a
     row agree within 1%, after at least `min_s`: a GPU under sustained load lowers
     its clocks to stay within its power budget, and every number the harness
     reports is taken in that steady state. Memory- and launch-bound work settles
@@ -151,8 +151,9 @@ def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
     (an 8192^3 bf16 GEMM on an H100 goes from ~1.40 ms on a cool GPU to ~1.62 ms,
     its SM clock from 1980 to ~1350-1450 MHz), hence COMPUTE_WARMUP_S for it.
     """
-    start = time.perf_counter()   # the first calls count: three calls of seconds each are warm-up enough
-    first = [_one_call_s(fn, device) for _ in range(3)]
+    first = [_one_call_s(fn, device)]   # its one-time costs (a lazy NCCL or cuBLAS init) are not warm-up
+    start = time.perf_counter()         # the next two count: two calls of seconds each are warm-up enough
+    first += [_one_call_s(fn, device) for _ in range(2)]
     est = agree(statistics.median(first))
     per_window = max(1, min(MAX_CALLS_PER_SAMPLE * 10, int(WARMUP_WINDOW_S / max(est, 1e-7))))
     windows: list[float] = []
@@ -179,7 +180,7 @@ def _calls_per_sample(est_s: float, fed: bool) -> int:
 
 
 def _round_size(est_sample_s: float) -> int:
-    # Sync (and check the stopping rule) about every 50 ms of work.
+    # Sync (and check the stopping rule) about every 50 ms of work: at least 5 samples, fewer past SLOW_ROUND_S.
     est = max(est_sample_s, 1e-6)
     return max(1, min(5, int(SLOW_ROUND_S / est)), min(200, int(ROUND_S / est)))
 

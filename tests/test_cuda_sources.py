@@ -39,7 +39,7 @@ def test_every_chapter_cuda_source_is_a_sample_or_an_extension():
 
     from common.cuda_ext import declared
     chapter_cu = sorted(p for p in SOURCES if re.fullmatch(r"ch\d+", p.parent.name))
-    assert chapter_cu and set(chapter_cu) <= set(SOURCES)
+    assert chapter_cu
     loaded = {ROOT / src for spec in declared(sorted(ROOT.glob("ch*/*.py"))) for src in spec[1:] if src.endswith(".cu")}
     for src in chapter_cu:
         make = src.parent / "Makefile"

@@ -86,14 +86,17 @@ def test_calls_of_seconds_get_rounds_of_one_sample_and_a_paired_interval(monkeyp
     b = timing.Timed(counted("b"), timing.Between(None, None))
     timing.time_rounds([a, b], torch.device("cpu"), budget_s=2.0, check=lambda i, t, kept: None)
     assert a.rnd == b.rnd == 1 and a.streak == b.streak == 1
-    assert calls["a"] <= 8 and calls["b"] <= 8, calls       # 3 first calls, 3 rounds (was 41 calls each)
+    assert calls == {"a": 6, "b": 6} and a.warmup_calls == b.warmup_calls == 3, calls   # 3 first calls, 3 rounds (was 41)
     speedup, (low, high) = timing.paired_speedup(a.round_s, b.round_s)
     assert len(a.round_s) >= 3 and low <= 1.0 <= high and abs(speedup - 1) < 1e-9, (speedup, low, high)
 
 
-def test_a_kept_round_of_fast_calls_still_runs_its_full_streak():
-    """The bound by time leaves the loop traps' ground alone: calls up to 1/16 s still get 16 back to back."""
+def test_fast_calls_keep_their_rounds_and_their_full_streak():
+    """The bound by time leaves the loop traps' ground alone: calls up to 1/16 s still get 16 back to back,
+    and samples under 0.2 s the rounds they had (about 50 ms of work, at least 5 samples)."""
     assert timing._streak(1e-4) == timing._streak(0.06) == timing.KEPT_STREAK > timing._streak(0.07)
+    for sample_s in (1e-7, 1e-4, 1e-3, 0.01, 0.06, 0.19):
+        assert timing._round_size(sample_s) == max(5, min(200, int(0.05 / sample_s))), sample_s
 
 
 def test_two_modes_are_found_with_their_levels_and_a_tail_is_not():
