@@ -143,8 +143,9 @@ def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
     """Load the device back to back until the per-call time settles. Returns (estimate_s, calls made).
 
     Three synced calls first take the one-time costs (kernel selection, allocation,
-    compilation); the last two count towards `budget_s`, so calls of seconds stop there. Then windows of ~25 ms of back-to-back calls run until three in a
-    row agree within 1%, after at least `min_s`: a GPU under sustained load lowers
+    compilation); the last two count towards `budget_s`, so calls of seconds stop there.
+    Then windows of ~25 ms of back-to-back calls run until three in a row agree within
+    1%, after at least `min_s`: a GPU under sustained load lowers
     its clocks to stay within its power budget, and every number the harness
     reports is taken in that steady state. Memory- and launch-bound work settles
     within WARMUP_MIN_S; dense matrix work heats the chip and settles over seconds
