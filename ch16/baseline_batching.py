@@ -57,7 +57,7 @@ def workload(seed: int, device, quick: bool = False) -> Workload:
 
 def server(w: Workload, policy: str):
     s, model = w.inputs["settings"], w.inputs["model"]
-    engine = Engine(model, s["slots"], s["max_len"])
+    engine = Engine(model, s["slots"], s["max_len"], s["chunk"])
     prompts, lengths = w.inputs["prompts"], w.inputs["lengths"].tolist()
     # every request arrives at time 0; each reads its prompt from the per-call input, in place
     trace = [Request(i, 0.0, prompts[i:i + 1, :L], n) for i, (L, n) in enumerate(lengths)]

@@ -4,6 +4,13 @@ SiLU x up, the softmax) into a few Triton kernels per layer and replays the step
 The cache is marked as a static address, so the graph writes it in place instead of copying it in
 and out; the token and position (a few bytes) are copied into the graph's inputs each call.
 Compilation is prepared once. Needs a GPU and Triton; elsewhere the variant is skipped.
+
+Numerics: fused, Inductor keeps a kernel's bf16 intermediates in fp32 and rounds once, where eager rounds
+after every op. Measured on the H100 (scratch run, session 30, context 1024): against an fp32 run of the
+same weights the eager step is 1.06e-2 off and the default compiled step 0.59e-2 (more accurate), but the
+two differ by 1.19e-2, over the bf16 tolerance (1e-2) the harness holds a variant to against the eager
+baseline. So the step is compiled with `emulate_precision_casts` (Inductor rounds where eager does): it then
+differs from eager by 0.65e-2 and runs at 1.94 ms instead of 1.83 ms a step.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
@@ -13,6 +20,11 @@ from ch16.model import KVCache, decode_step
 DEVICES = ("cuda",)
 REQUIRES = ("triton",)  # where it is missing the variant is skipped with the reason
 MODE = "reduce-overhead"
+
+
+def compile_like_eager():
+    """Inductor rounding bf16 intermediates where eager does (see the docstring); read while compiling."""
+    return torch._inductor.config.patch(emulate_precision_casts=True)
 
 
 def compiled_step(model, mode: str = MODE):
@@ -26,7 +38,7 @@ def prepare(w, mode: str = MODE):
     torch._dynamo.mark_static_address(k)
     torch._dynamo.mark_static_address(v)
     fn = compiled_step(w.inputs["model"], mode)
-    with torch.no_grad():
+    with torch.no_grad(), compile_like_eager():
         for _ in range(3):  # compile, record, then replay
             fn(token, pos, k, v)
 

@@ -5,13 +5,17 @@ Per layer the step now launches 4 matrix-vector products instead of 7; each read
 which a GEMV needs to reach full bandwidth (a 2048 x 512 K projection is 2 MiB: too little to keep
 132 SMs busy). The concatenated weights are built once (an extra copy of the layer weights: a real
 server would load them fused). Needs a GPU and Triton for the compiled path; `fused_forward` itself
-runs anywhere (the tests check it on a CPU).
+runs anywhere (the tests check it on a CPU). Compiled, as the _compile variant, with Inductor rounding
+where eager does (its docstring has the measurement).
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import contextlib
+
 import torch
 import torch.nn.functional as F
 
 from ch16.model import Transformer, apply_rope, attend
+from ch16.optimized_decode_graph_compile import compile_like_eager
 
 DEVICES = ("cuda",)
 REQUIRES = ("triton",)  # where it is missing the variant is skipped with the reason
@@ -65,8 +69,8 @@ def prepare(w, compile: bool = True, attention=None):
         torch._dynamo.mark_static_address(k)
         torch._dynamo.mark_static_address(v)
         step = torch.compile(step, mode="reduce-overhead", fullgraph=True)
-    with torch.no_grad():
-        for _ in range(3):
+    with torch.no_grad(), (compile_like_eager() if compile else contextlib.nullcontext()):
+        for _ in range(3):  # compile, record, then replay
             step(token, pos, k, v)
 
     @torch.no_grad()

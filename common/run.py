@@ -22,7 +22,8 @@ and the one that is timed:
      numerics flag changed, and the output the caller's stream sees is final;
   d. timed in interleaved rounds with the baseline (`time_with_baseline`), the
      answers of calls inside the loop checked (`in_loop_check`); then verified
-     once more, and once after three calls back to back with nothing between;
+     once more, and once after three calls back to back with nothing between
+     (two, for calls of over a second);
   e. the physics check (common.physics): faster than the floor its workload
      implies is SUSPECT, and its speedup is not a result.
 A failing variant fails alone; the others still run. After each variant the
@@ -56,8 +57,8 @@ from common.pair import Pair, Variant, check_workload, pair_record, variant_reco
 from common.physics import achieved, cache_bytes, suspect_reason
 from common.profiling.capture import count_launches, profile_calls
 from common.report import speedup_interval
-from common.timing import (Between, L2Scrubber, Timed, back_to_back, finish, gpu_state, modes_of_its_own,
-                           paired_speedup, time_rounds, two_modes)
+from common.timing import (Between, L2Scrubber, Timed, back_to_back, back_to_back_calls, finish, gpu_state,
+                           modes_of_its_own, paired_speedup, time_rounds, two_modes)
 from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, as_tensors, check_inputs_random, looser, responds_to_inputs,
                            snapshot_as_caller, verify_outputs)
 
@@ -371,10 +372,11 @@ class Trial:
         checked(lambda: after_timing(self.ctx, self.v, self.fn, self.own, self.flags, self.precision, self.t))
 
     def back_to_back(self):
-        """Three calls back to back on seed B's values, nothing between them, the last answer checked. The timed
-        rounds feed new values between calls, so a variant wrong only when called with no gap passes them
-        (tests/fixtures/ch80's o_gap); a real loop calls it so."""
-        in_loop = checked(lambda: back_to_back(self.fn, lambda: self.own.feed("b")))
+        """Three calls back to back on seed B's values (two, for a call of over a second), nothing between
+        them, the last answer checked. The timed rounds feed new values between calls, so a variant wrong
+        only when called with no gap passes them (tests/fixtures/ch80's o_gap); a real loop calls it so."""
+        calls = back_to_back_calls(self.t.median_ms / 1e3)
+        in_loop = checked(lambda: back_to_back(self.fn, lambda: self.own.feed("b"), calls))
         checked(lambda: in_loop_answer(self.ctx, self.v, in_loop, self.own, self.flags, self.precision))
         self.own.feed("a")
         checked(lambda: intact(self.ctx, "after timing"))

@@ -142,8 +142,9 @@ def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
             agree: Callable[[float], float], min_s: float = WARMUP_MIN_S) -> tuple[float, int]:
     """Load the device back to back until the per-call time settles. Returns (estimate_s, calls made).
 
-    Three synced calls first take the one-time costs (kernel selection, allocation,
-    compilation); the last two count towards `budget_s`, so calls of seconds stop there.
+    Synced calls first take the one-time costs (kernel selection, allocation, compilation):
+    the first, then two more that count towards `budget_s` (one, where it alone spends the
+    budget), so calls of seconds stop there.
     Then windows of ~25 ms of back-to-back calls run until three in a row agree within
     1%, after at least `min_s`: a GPU under sustained load lowers
     its clocks to stay within its power budget, and every number the harness
@@ -153,8 +154,11 @@ def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
     its SM clock from 1980 to ~1350-1450 MHz), hence COMPUTE_WARMUP_S for it.
     """
     first = [_one_call_s(fn, device)]   # its one-time costs (a lazy NCCL or cuBLAS init) are not warm-up
-    start = time.perf_counter()         # the next two count: two calls of seconds each are warm-up enough
-    first += [_one_call_s(fn, device) for _ in range(2)]
+    start = time.perf_counter()         # the next two count: two calls of seconds each are warm-up enough,
+    for _ in range(2):                  # and one that alone spends the budget is
+        first.append(_one_call_s(fn, device))
+        if agree(time.perf_counter() - start) > budget_s:   # (budget_s >= min_s: every caller's is)
+            break
     est = agree(statistics.median(first))
     per_window = max(1, min(MAX_CALLS_PER_SAMPLE * 10, int(WARMUP_WINDOW_S / max(est, 1e-7))))
     windows: list[float] = []
@@ -171,7 +175,7 @@ def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
             fn()
         _sync(device)
         windows.append((time.perf_counter() - t0) / per_window)
-    return agree(statistics.median(windows[-3:] or first)), 3 + per_window * len(windows)
+    return agree(statistics.median(windows[-3:] or first)), len(first) + per_window * len(windows)
 
 
 def _calls_per_sample(est_s: float, fed: bool) -> int:
@@ -461,6 +465,12 @@ def _sample_wall(fn, device, calls, between: Between, budget_s, agree) -> list[f
     t = Timed(fn, between, calls=calls, rnd=1)
     _rounds_alone(t, device, budget_s, agree, events=False)
     return t.per_call
+
+
+def back_to_back_calls(call_s: float) -> int:
+    """Three calls back to back, or two where a call takes over SLOW_ROUND_S (the second still follows the
+    first with nothing between them)."""
+    return 2 if call_s > SLOW_ROUND_S else 3
 
 
 def back_to_back(fn: Callable[[], Any], feed_b: Callable[[], Any], calls: int = 3) -> Any:

@@ -177,7 +177,7 @@ def test_both_schedulers_generate_each_requests_greedy_tokens():
     model = served_model("cpu", quick=True)
     trace = make_trace(8, 200.0, 3, model.cfg.vocab_size, s["prompt_median"], s["out_median"], s["sigma"],
                        s["max_prompt"], s["max_out"], "cpu")
-    engine = Engine(model, s["slots"], s["max_len"])
+    engine = Engine(model, s["slots"], s["max_len"], s["chunk"])
     results = {p: serve(engine, trace, p, s["budget"], s["chunk"]) for p in ("static", "continuous")}
     for r in trace:
         expected = greedy_generate(model, r.prompt, r.n_out)[0][0].tolist()
@@ -186,6 +186,34 @@ def test_both_schedulers_generate_each_requests_greedy_tokens():
     for p in results:
         row = summarize(results[p], trace)
         assert row["tokens"] == sum(r.n_out for r in trace) and row["p99_latency_s"] >= row["p50_latency_s"] > 0
+
+
+def test_padded_prefill_chunks_of_two_requests_in_turn_give_the_unpadded_logits_and_cache():
+    """The engine prefills prompts in chunks padded to a fixed length (one CUDA graph on a GPU), two requests'
+    chunks in turn as continuous batching interleaves them: the padding must not reach the real tokens'
+    logits, each chunk must see its own request's earlier chunks, and each slot must hold its prompt's K, V."""
+    from ch16.batching import Engine, Request
+    from ch16.decode import served_model
+    from ch16.model import prefill, random_tokens
+    model = served_model("cpu", quick=True)
+    engine = Engine(model, slots=3, max_len=64, chunk=8)
+    engine.kv.k.normal_(), engine.kv.v.normal_(), engine.scratch.k.normal_()   # stale values from earlier requests
+    reqs = [Request(i, 0.0, random_tokens(model.cfg, (1, L), 5 + i, "cpu"), 4, slot=1 + i)
+            for i, L in enumerate((19, 13))]                                  # 8 + 8 + 3 and 8 + 5 tokens
+    last = {}
+    while len(last) < 2:
+        for r in reqs:
+            if r.rid not in last:
+                out = engine.prefill_chunk(r, min(8, r.prompt.shape[1] - r.prefilled))
+                if out is not None:
+                    last[r.rid] = out
+    for r in reqs:
+        L = r.prompt.shape[1]
+        cache = KVCache.empty(model.cfg, 1, 64, "cpu", torch.float32)
+        expected = prefill(model, r.prompt, cache)[0]
+        assert torch.allclose(last[r.rid], expected, rtol=1e-5, atol=1e-5), (last[r.rid] - expected).abs().max()
+        assert torch.allclose(engine.kv.k[:, r.slot, :, :L], cache.k[:, 0, :, :L], atol=1e-5)
+        assert torch.allclose(engine.kv.v[:, r.slot, :, :L], cache.v[:, 0, :, :L], atol=1e-5)
 
 
 def test_split_kv_step_under_the_triton_interpreter():
