@@ -1,6 +1,6 @@
 """Serve a burst of requests with static batching: take up to 8, prefill them, decode until all are done.
 
-Workload: the ~1B model (bf16) on a GPU, 32 requests arriving at once (the saturated end of the
+Workload: the ~1B model (bf16) on a GPU, 24 requests arriving at once (the saturated end of the
 load sweep), prompts log-normal around 128 tokens, outputs log-normal around 64 (σ 0.8), 8 slots of
 2048 tokens; on a CPU (and --quick) the small model, 12 requests, 4 slots. The call serves the whole
 burst and returns every request's generated tokens (padded, int64), so the two schedulers must
@@ -10,17 +10,17 @@ generate exactly the same tokens. Items: generated tokens (tokens/s is the throu
 The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
 the pair runs and verifies, and their times are not results.
 
-The pair's size, measured on the H100: 64 requests on 16 slots with outputs around 128 ran alone for
-over nine minutes (0af4c72); this size takes 4.5 s a call static, 2.9 s continuous, 1.60x, and 122 s for
-the pair (profiles/h100/ch16-4e9eeb0); 64 short requests (prompts around 64, outputs around 12) on 8
-slots took 2.2 s and 2.3 s, no gain (profiles/h100/ch16-a45160a): with outputs that short the calls are
-mostly prefill, which both schedulers do alike (128-token chunks, each an eager forward of the model).
-
 Bound: memory per decode iteration, in principle (the weights, read once for all 8 slots: an 8-slot step
-≈ 1.70 GB + 8 x 2048 x 32 KiB of KV slabs ≈ 2.2 GB ≈ 0.75 ms at 3 TB/s). Static batching waits for each
-batch's longest output (the longest of 8 is ~3x the median, the mean 1.38x); continuous batching refills
-a slot at once. For this trace (seed 0) the two schedules take 759 and 471 decode iterations and 65
-prefill chunks each: 1.6x fewer iterations, which the measured 1.60x follows.
+≈ 1.70 GB + 8 x 2048 x 32 KiB of KV slabs ≈ 2.2 GB ≈ 0.75 ms at 3 TB/s; the graphed step measures
+3.1 ms). Static batching waits for each batch's longest output (the longest of 8 is ~3x the median, the
+mean 1.38x); continuous batching refills a slot at once. Both prefill in the same 128-token chunks, each
+one CUDA graph (batching.Engine), so the prefill is the same small share of either schedule.
+
+The pair's size, measured on the H100 (reports under profiles/h100/): 64 requests on 16 slots with outputs
+around 128 ran alone for over nine minutes (0af4c72). With eager prefill chunks (~23 ms of host time
+each), 32 requests took 4.5 s a call static and 2.9 s continuous (4e9eeb0); with graphed chunks 4.07 s
+and 2.39 s, 1.71x (1.68-1.73), 99 s for the pair (f68ba3f): 24 requests keep the chapter under four
+minutes.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
@@ -36,7 +36,7 @@ def workload(seed: int, device, quick: bool = False) -> Workload:
     device = torch.device(device)
     s = dict(settings(device, quick))
     if device.type == "cuda" and not quick:
-        s.update(n=32, slots=8, prompt_median=128, out_median=64)
+        s.update(n=24, slots=8, prompt_median=128, out_median=64)
     else:
         s["n"] = 12
     model = served_model(device, quick)

@@ -66,8 +66,11 @@ if part == "decode":
     from ch16.model import forward_no_cache, cast_model, KVCache, decode_step
     from common.verify import verify_outputs
     t = time.time(); w = decode_workload(0, "cuda", False, batch=1, context=1024); sync(); out["workload_s"] = time.time() - t
-    import ch16.baseline_decode_graph as B, ch16.optimized_decode_graph_compile as C, ch16.optimized_decode_graph_fused as F
-    import ch16.optimized_decode_graph_splitkv as S
+    import types
+    import ch16.baseline_decode_graph as B, ch16.optimized_decode_graph_compile as C
+    from ch16.fused_step import prepare_fused, split_kv_attention
+    F = types.SimpleNamespace(prepare=prepare_fused)                                   # until f68ba3f: the _fused variant
+    S = types.SimpleNamespace(prepare=lambda w: prepare_fused(w, True, split_kv_attention))   # and the _splitkv one
     import copy
     k0, v0 = w.inputs["k_cache"].clone(), w.inputs["v_cache"].clone()
     def reset():

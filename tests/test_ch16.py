@@ -37,7 +37,7 @@ def test_cached_decode_matches_recomputing_the_prefix(model):
 
 
 def test_fused_projections_compute_the_same_step(model):
-    from ch16.optimized_decode_graph_fused import fuse_weights, fused_forward
+    from ch16.fused_step import fuse_weights, fused_forward
     prompt = random_tokens(model.cfg, (1, 16), seed=2, device="cpu")
     cache, cache2 = KVCache.empty(model.cfg, 1, 32), KVCache.empty(model.cfg, 1, 32)
     prefill(model, prompt, cache)
@@ -224,8 +224,9 @@ def test_split_kv_step_under_the_triton_interpreter():
     from conftest import ROOT
     if importlib.util.find_spec("triton") is None:
         pytest.skip("Triton is not installed")
-    code = ("import torch; from ch16 import baseline_decode_graph as b, optimized_decode_graph_splitkv as s\n"
-            "w = b.workload(1, 'cpu', quick=True); ref = b.prepare(w)(); out = s.prepare(w, compile=False)()\n"
+    code = ("import torch; from ch16 import baseline_decode_graph as b, fused_step as s\n"
+            "w = b.workload(1, 'cpu', quick=True); ref = b.prepare(w)()\n"
+            "out = s.prepare_fused(w, compile=False, attention=s.split_kv_attention)()\n"
             "assert torch.allclose(out, ref, rtol=1e-4, atol=1e-4), (out - ref).abs().max()\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=200,
                           env={**__import__("os").environ, "TRITON_INTERPRET": "1"})

@@ -1,14 +1,21 @@
-"""Fewer, larger GEMVs: Q, K and V from one concatenated weight, gate and up from another, then
-compiled with mode="reduce-overhead" as in the _compile variant.
+"""A decode step with fused projections, and split-KV attention: code kept for the decode-step work (issue 22).
 
-Per layer the step now launches 4 matrix-vector products instead of 7; each reads a bigger matrix,
-which a GEMV needs to reach full bandwidth (a 2048 x 512 K projection is 2 MiB: too little to keep
-132 SMs busy). The concatenated weights are built once (an extra copy of the layer weights: a real
-server would load them fused). Needs a GPU and Triton for the compiled path; `fused_forward` itself
-runs anywhere (the tests check it on a CPU). Compiled, as the _compile variant, with Inductor rounding
-where eager does (its docstring has the measurement).
+Both were variants of the decode_graph pair until f68ba3f, where on the H100 they verified and ran slower
+than plain `torch.compile` of the model's own step (profiles/h100/ch16-f68ba3f: compiled 1.953 ms; fused
+Q/K/V and gate/up weights + compile 2.481 ms; + split-KV attention 2.31 ms), each for 25-28 s of
+compilation per chapter run. They are out of the pair until a step built on them beats the compiled one.
+
+    fused_forward    Q, K and V from one concatenated weight, gate and up from another: 4 matrix-vector
+                     products per layer instead of 7 (built once by fuse_weights: an extra copy of the
+                     layer weights; a real server would load them fused)
+    split_kv_attention   a Triton kernel (ch16/paged.py) that reads only the filled positions of the
+                     cache, split across ~16 programs per KV head, and merges the partial softmaxes
+                     (flash-decoding), instead of the masked matmul attention over all 1088 slots
+    prepare_fused    the step as a decode_graph variant would time it: compiled with mode="reduce-overhead"
+                     (Inductor rounding where eager does), or eager with compile=False (the tests, on a CPU)
 """
-import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+from __future__ import annotations
+
 import contextlib
 
 import torch
@@ -16,9 +23,9 @@ import torch.nn.functional as F
 
 from ch16.model import Transformer, apply_rope, attend
 from ch16.optimized_decode_graph_compile import compile_like_eager
+from ch16.paged import attend_contiguous
 
-DEVICES = ("cuda",)
-REQUIRES = ("triton",)  # where it is missing the variant is skipped with the reason
+PAGE = 16
 
 
 def fuse_weights(model: Transformer) -> list[dict]:
@@ -36,7 +43,7 @@ def fused_forward(model: Transformer, fused: list[dict], tokens, input_pos, k_ca
     """The cached forward with fused projections: tokens (B, T) -> logits (B, T, vocab).
 
     attention(q, k_layer, v_layer, input_pos) -> (B, Hq, T, hd) replaces the masked matmul attention
-    (the _splitkv variant passes a kernel that reads only the filled part of the cache)."""
+    (split_kv_attention: a kernel that reads only the filled part of the cache)."""
     c = model.cfg
     B, T = tokens.shape
     hd, nq, nkv = c.head_dim, c.n_heads, c.n_kv_heads
@@ -58,7 +65,7 @@ def fused_forward(model: Transformer, fused: list[dict], tokens, input_pos, k_ca
     return model.output(model.norm(x))
 
 
-def prepare(w, compile: bool = True, attention=None):
+def prepare_fused(w, compile: bool = True, attention=None):
     model = w.inputs["model"]
     token, pos, k, v = (w.inputs[n] for n in ("token", "input_pos", "k_cache", "v_cache"))
     fused = fuse_weights(model)
@@ -79,6 +86,9 @@ def prepare(w, compile: bool = True, attention=None):
     return call
 
 
-if __name__ == "__main__":
-    from common import run_pair_file
-    run_pair_file(__file__)
+def split_kv_attention(q, k_layer, v_layer, input_pos):
+    """q (B, Hq, 1, hd) at input_pos (1,) over the static cache (B, Hkv, S, hd) -> (B, Hq, 1, hd)."""
+    B, Hkv, S = k_layer.shape[:3]
+    splits = max(1, min(S // PAGE, 128 // (B * Hkv)))
+    lengths = (input_pos + 1).expand(B)
+    return attend_contiguous(q[:, :, 0], k_layer, v_layer, lengths, PAGE, splits)[:, :, None]
