@@ -17,8 +17,8 @@ mean 1.38x); continuous batching refills a slot at once. Both prefill in the sam
 one CUDA graph (batching.Engine), so the prefill is the same small share of either schedule.
 
 The pair's size, measured on the H100 (reports under profiles/h100/): 64 requests on 16 slots with outputs
-around 128 ran alone for over nine minutes (0af4c72). With eager prefill chunks (~23 ms of host time
-each), 32 requests took 4.5 s a call static and 2.9 s continuous (4e9eeb0); with graphed chunks 4.07 s
+around 128 ran alone for over nine minutes (0af4c72). With eager prefill chunks (1.48 s for a
+burst's 65), 32 requests took 4.5 s a call static and 2.9 s continuous (4e9eeb0); with graphed chunks 4.07 s
 and 2.39 s, 1.71x (1.68-1.73), 99 s for the pair (f68ba3f). This size, 24 requests: 3.11 s and 1.75 s,
 1.78x (1.73-1.84), 80 s for the pair (b86fd00), and the chapter in 196 s.
 """
