@@ -96,3 +96,12 @@ def compile_available() -> str | None:
     except ImportError:
         return "triton is not installed"
     return None
+
+
+def compile_like_eager():
+    """A context in which torch.compile makes Inductor round bf16 intermediates where eager does (read while
+    compiling). Default Inductor keeps a fused kernel's intermediates in fp32: closer to an fp32 run, but
+    further from eager bf16 than the harness's bf16 tolerance over the 16 layers of the decode step
+    (ch16/optimized_decode_graph_compile.py has the measurement)."""
+    return torch._inductor.config.patch(emulate_precision_casts=True)
+

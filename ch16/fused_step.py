@@ -21,8 +21,8 @@ import contextlib
 import torch
 import torch.nn.functional as F
 
+from ch16.decode import compile_like_eager
 from ch16.model import Transformer, apply_rope, attend
-from ch16.optimized_decode_graph_compile import compile_like_eager
 from ch16.paged import attend_contiguous
 
 PAGE = 16

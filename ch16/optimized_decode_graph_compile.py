@@ -16,16 +16,12 @@ profiles/h100/ch16-b86fd00).
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
 
+from ch16.decode import compile_like_eager
 from ch16.model import KVCache, decode_step
 
 DEVICES = ("cuda",)
 REQUIRES = ("triton",)  # where it is missing the variant is skipped with the reason
 MODE = "reduce-overhead"
-
-
-def compile_like_eager():
-    """Inductor rounding bf16 intermediates where eager does (see the docstring); read while compiling."""
-    return torch._inductor.config.patch(emulate_precision_casts=True)
 
 
 def compiled_step(model, mode: str = MODE):

@@ -375,7 +375,7 @@ class Trial:
         """Three calls back to back on seed B's values (two, for a call of over a second), nothing between
         them, the last answer checked. The timed rounds feed new values between calls, so a variant wrong
         only when called with no gap passes them (tests/fixtures/ch80's o_gap); a real loop calls it so."""
-        calls = back_to_back_calls(self.t.median_ms / 1e3)
+        calls = back_to_back_calls(self.ctx.agree(self.t.median_ms / 1e3))   # every rank makes as many calls
         in_loop = checked(lambda: back_to_back(self.fn, lambda: self.own.feed("b"), calls))
         checked(lambda: in_loop_answer(self.ctx, self.v, in_loop, self.own, self.flags, self.precision))
         self.own.feed("a")

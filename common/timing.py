@@ -159,7 +159,7 @@ def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
         first.append(_one_call_s(fn, device))
         if agree(time.perf_counter() - start) > budget_s:   # (budget_s >= min_s: every caller's is)
             break
-    est = agree(statistics.median(first))
+    est = agree(statistics.median(first[1:]))   # the counted calls: the first may hold one-time costs
     per_window = max(1, min(MAX_CALLS_PER_SAMPLE * 10, int(WARMUP_WINDOW_S / max(est, 1e-7))))
     windows: list[float] = []
     while True:
@@ -175,7 +175,7 @@ def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
             fn()
         _sync(device)
         windows.append((time.perf_counter() - t0) / per_window)
-    return agree(statistics.median(windows[-3:] or first)), len(first) + per_window * len(windows)
+    return agree(statistics.median(windows[-3:] or first[1:])), len(first) + per_window * len(windows)
 
 
 def _calls_per_sample(est_s: float, fed: bool) -> int:

@@ -21,7 +21,7 @@ step() { local name=$1 limit=$2; shift 2; echo "== $name" >&2
   [ $r -eq 0 ] || { rc=1; failed="$failed $name"; }; return 0; }
 run_part() {
   case $1 in
-    decode)  # peaks first (cached per machine); three variants compile for a minute or more each
+    decode)  # peaks first (cached per machine); the compiled variant takes 35-50 s to compile
       TAIL=40 step benchmark_ch16_decode 570 $py benchmark.py --peaks --pair decode_graph --output "$work/ch16_decode"
       cp profiles/peaks/cuda-*.json "$work/" 2>/dev/null ;;
     serving)

@@ -197,7 +197,8 @@ def test_padded_prefill_chunks_of_two_requests_in_turn_give_the_unpadded_logits_
     from ch16.model import prefill, random_tokens
     model = served_model("cpu", quick=True)
     engine = Engine(model, slots=3, max_len=64, chunk=8)
-    engine.kv.k.normal_(), engine.kv.v.normal_(), engine.scratch.k.normal_()   # stale values from earlier requests
+    for t in (engine.kv.k, engine.kv.v, engine.scratch.k, engine.scratch.v):   # stale values from earlier requests
+        t.normal_()
     reqs = [Request(i, 0.0, random_tokens(model.cfg, (1, L), 5 + i, "cpu"), 4, slot=1 + i)
             for i, L in enumerate((19, 13))]                                  # 8 + 8 + 3 and 8 + 5 tokens
     last = {}

@@ -92,6 +92,20 @@ def test_calls_of_seconds_get_rounds_of_one_sample_and_a_paired_interval(monkeyp
     assert len(a.round_s) >= 3 and low <= 1.0 <= high and abs(speedup - 1) < 1e-9, (speedup, low, high)
 
 
+def test_a_slow_first_call_does_not_inflate_the_warm_up_estimate(monkeypatch):
+    """The warm-up's first call carries one-time costs (a compile, a lazy init); where the next call alone
+    spends the budget, the estimate is that call's time, not an average with the first."""
+    clock = DriftingClock(base_s=3.0, drift_per_s=0.0, jitter=0.0)
+    fake_clock(monkeypatch, clock)
+    calls = []
+
+    def call():
+        clock.now += 12.0 if not calls else 3.0
+        calls.append(1)
+    est, n = timing.warm_up(call, torch.device("cpu"), budget_s=2.0, agree=lambda x: x)
+    assert n == 2 and est == pytest.approx(3.0), (est, n)
+
+
 def test_fast_calls_keep_their_rounds_and_their_full_streak():
     """The bound by time leaves the loop traps' ground alone: calls up to 1/16 s still get 16 back to back,
     and samples under 0.2 s the rounds they had (about 50 ms of work, at least 5 samples)."""
