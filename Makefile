@@ -7,14 +7,14 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 ARGS   ?=
 
-.PHONY: bench test peaks cu cuda-headers clean help
+.PHONY: bench test peaks cu cuda-headers triton clean help
 help:
 	@sed -n '1,4p' Makefile
 
 bench: $(VENV)/.ready
 	$(PY) benchmark.py $(ARGS)
 
-test: $(VENV)/.ready cuda-headers
+test: $(VENV)/.ready cuda-headers triton
 	$(PY) -m pytest -q tests $(ARGS)
 
 peaks: $(VENV)/.ready
@@ -38,6 +38,12 @@ cuda-headers: $(VENV)/.ready
 	  if [ -n "$$pkgs" ]; then \
 	    echo "installing$$pkgs (headers and libraries for the .cu compile check)"; \
 	    $(PY) -m pip install -q $$pkgs; fi; fi
+
+# Triton for the kernels' interpreter tests (TRITON_INTERPRET=1 runs them on a CPU): a CUDA build of torch
+# brings its own; only where none is installed is this version added (never over torch's own pin).
+triton: $(VENV)/.ready
+	@$(PY) -c 'import triton' 2>/dev/null || { echo "installing triton (the Triton kernels' CPU interpreter tests)"; \
+	  $(PY) -m pip install -q 'triton==3.9.0'; }
 
 clean:
 	@for d in ch*/; do if [ -f $$d/Makefile ]; then $(MAKE) -C $$d clean; fi; done
