@@ -104,4 +104,3 @@ def compile_like_eager():
     further from eager bf16 than the harness's bf16 tolerance over the 16 layers of the decode step
     (ch16/optimized_decode_graph_compile.py has the measurement)."""
     return torch._inductor.config.patch(emulate_precision_casts=True)
-

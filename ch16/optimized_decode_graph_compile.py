@@ -6,10 +6,10 @@ and out; the token and position (a few bytes) are copied into the graph's inputs
 Compilation is prepared once. Needs a GPU and Triton; elsewhere the variant is skipped.
 
 Numerics: fused, Inductor keeps a kernel's bf16 intermediates in fp32 and rounds once, where eager rounds
-after every op. Measured on the H100 (profiles/h100/ch16-probe-917ad11/decode.json, context 1024): against an fp32 run of the
-same weights the eager step is 1.06e-2 off and the default compiled step 0.59e-2 (more accurate), but the
-two differ by 1.19e-2, over the bf16 tolerance (1e-2) the harness holds a variant to against the eager
-baseline. So the step is compiled with `emulate_precision_casts` (Inductor rounds where eager does): it then
+after every op. Measured on the H100 (profiles/h100/ch16-probe-917ad11/decode.json, context 1024): against
+an fp32 run of the same weights the eager step is 1.06e-2 off and the default compiled step 0.59e-2 (more
+accurate), but the two differ by 1.19e-2, over the bf16 tolerance (1e-2) the harness holds a variant to
+against the eager baseline. So the step is compiled with `emulate_precision_casts` (Inductor rounds where eager does): it then
 differs from eager by 0.65e-2 and runs at 1.94 ms instead of 1.83 ms a step (1.952 ms in the chapter's run,
 profiles/h100/ch16-b86fd00).
 """
