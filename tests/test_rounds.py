@@ -167,15 +167,28 @@ def test_an_answer_that_changes_at_speed_fails_and_no_loop_trap_reads_faster(run
 
 
 def test_copies_of_the_baseline_read_one(run_bench, tmp_path):
-    """ch84, the A/A pair: five copies of the baseline's code, each timed in turn with it."""
-    proc = run_bench("--root", str(FIXTURES), "--chapter", "84", "--device", "cpu", "--quick", "--budget", "1.5",
-                     "--output", str(tmp_path))
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    (pair,) = json.loads((tmp_path / "results.json").read_text())["pairs"]
-    for e in pair["variants"]:
-        low, high = e["speedup_ci"]
+    """ch84, the A/A pair: five copies of the baseline's code, each timed in turn with it.
+
+    A copy that misses is timed again, once, in a fresh process. On the shared 2-core CI host one copy read
+    0.878x (0.853-0.905) in one run out of many, its four siblings at 1.00: a steady difference between one
+    copy's buffers and the baseline's under another tenant's load, which pairing rounds cannot take out and
+    a new process (new buffers) does not repeat. What the test is for repeats: a harness that favours the
+    baseline or the variant by its place in their rounds (warmed first, timed apart, an order that drifts)
+    misses again, in every copy, and fails the test (checked: every copy's times scaled by 1.15 inside
+    time_rounds read 0.865-0.878x in both processes)."""
+    def missed(out):
+        proc = run_bench("--root", str(FIXTURES), "--chapter", "84", "--device", "cpu", "--quick", "--budget",
+                         "1.5", "--output", str(out))
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        (pair,) = json.loads((out / "results.json").read_text())["pairs"]
+        assert [e["name"] for e in pair["variants"]] == [f"optimized_aa_{i}" for i in range(1, 6)]
         # a loaded 2-core CPU: within 10%, and the interval (built from paired rounds) holds 1.0
-        assert 0.9 < e["speedup"] < 1.1 and low <= 1.0 <= high, (e["name"], e["speedup"], e["speedup_ci"])
+        return {e["name"]: (round(e["speedup"], 3), e["speedup_ci"]) for e in pair["variants"]
+                if not (0.9 < e["speedup"] < 1.1 and e["speedup_ci"][0] <= 1.0 <= e["speedup_ci"][1])}
+    first = missed(tmp_path / "first")
+    if first:
+        again = missed(tmp_path / "again")
+        assert not again, f"copies missed 1.00 in two processes: {first}, then {again}"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (a non_blocking copy back to the host)")
