@@ -1,13 +1,18 @@
-"""Pitfall under PyTorch's caching allocator: the same step into one buffer allocated once (out=, in place).
+"""The same step into one buffer allocated once (out=, in place): less host work per op, no fewer cudaMallocs.
 
-Preallocation removes the allocator from the step, which pays only where allocating costs something.
-PyTorch's caching allocator hands back a freed block of the same size without asking the driver, so
-the baseline's four "allocations" are free-list hits. Measured on the H100 (ch1/preallocation_profile.py,
-profiles/h100/ch1/preallocation_profile.json): with the cache, neither loop calls cudaMalloc, and 2000
-steps take 31.2 µs (fresh tensors) and 30.7 µs (this) per step; the harness's per-call figure puts this
-variant a little slower (ch1/README.md). With the cache off (PYTORCH_NO_CUDA_MEMORY_CACHING=1), every
-fresh tensor is a cudaMalloc (48.9 µs) and a cudaFree (42.4 µs): 397 µs per step against 41.6 µs, 9.6x:
-the cost a guide's "210 ms of aten::empty_strided" describes, and the one this pattern removes.
+Why it wins: the step is launch-bound, so each op's host time is on the critical path of a synchronized
+call. A functional op (x * scale) must build its result: take a block from the caching allocator, make a
+tensor around it, work out the new tensor's shape and strides. An out= or in-place op writes into a tensor
+that exists. torch.profiler on the H100 (ch1/preallocation_profile.py, profiles/h100/ch1/
+preallocation_profile.json, 6e43661) puts each functional op at 5.4-6.0 µs of self CPU time and each out=
+or in-place op at 3.1-3.6 µs. Per call the harness has read this variant 1.13-1.19x faster in every run
+that timed it in rounds with the baseline (ch1/README.md quotes the run at the chapter's commit).
+
+What it does not remove: under PyTorch's caching allocator neither step calls cudaMalloc (a freed block of
+the same size comes back from the free list), so back to back, where the GPU hides the host, the two loops
+run within 2% (31.2 vs 30.7 µs per step). The guide's "210 ms of aten::empty_strided" is the cost with the
+cache off (PYTORCH_NO_CUDA_MEMORY_CACHING=1): a cudaMalloc (48.9 µs) and a cudaFree (42.4 µs) per fresh
+tensor, 397 µs per step against 41.6 µs, 9.6x. That is where preallocation pays most.
 Prepared once: the output buffer. Per call: x. The returned tensor is the preallocated buffer, so a
 caller must use it before the next step.
 """
@@ -15,8 +20,6 @@ import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().par
 import torch
 
 from common import Workload
-
-KIND = "pitfall"  # no gain under the caching allocator (see above); kept to show when preallocation pays
 
 
 def prepare(w: Workload):

@@ -6,9 +6,11 @@
 ch1/preallocation times one pointwise step written with a fresh tensor per op (baseline) and with one
 buffer allocated once (out= and in-place ops). This script shows where the time of each goes:
 1. 2000 steps of each, back to back between two syncs (host time per step, the rate a loop sees);
-2. torch.profiler over 200 steps of each: self CPU time per call of aten::empty_strided (the
+2. 500 steps of each issued one at a time with the GPU idle (a sync before each): the median host time
+   to issue one step, which a synchronized call (the harness's per-call figure) waits for in full;
+3. torch.profiler over 200 steps of each: self CPU time per call of aten::empty_strided (the
    allocation), of the ops, and the number of cudaMalloc calls;
-3. the same two loops in a child process with PYTORCH_NO_CUDA_MEMORY_CACHING=1, where every
+4. the same two loops in a child process with PYTORCH_NO_CUDA_MEMORY_CACHING=1, where every
    allocation is a cudaMalloc and every free a cudaFree: what preallocation saves when nothing caches.
 """
 import argparse
@@ -37,6 +39,18 @@ def loop_us(step, n=2000):
     return (time.perf_counter() - t0) / n * 1e6
 
 
+def issue_us(step, n=500):
+    """Median host time to issue one step, the GPU idle before each (no overlap with the previous step)."""
+    times = []
+    for _ in range(n):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    return sorted(times)[n // 2] * 1e6
+
+
 def profile(step, n=200):
     from torch.profiler import ProfilerActivity, profile as prof
     with prof(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
@@ -53,7 +67,8 @@ def profile(step, n=200):
 def measure():
     w = base.workload(seed=0, device=torch.device("cuda"))
     steps = {"baseline (fresh tensors)": base.prepare(w), "optimized (out=, in place)": opt.prepare(w)}
-    return {name: {"loop_us_per_step": loop_us(s), "profile": profile(s)} for name, s in steps.items()}
+    return {name: {"loop_us_per_step": loop_us(s), "issue_us_per_step": issue_us(s), "profile": profile(s)}
+            for name, s in steps.items()}
 
 
 def main():
@@ -80,7 +95,8 @@ def main():
             pr = r["profile"]
             alloc = pr.get("aten::empty_strided") or pr.get("aten::empty") or {}
             mallocs = (pr.get("cudaMalloc") or {}).get("calls_per_step", 0)
-            print(f"  {name:28s} {r['loop_us_per_step']:8.2f} us/step   empty_strided {alloc.get('calls_per_step', 0):.0f}/step "
+            print(f"  {name:28s} {r['loop_us_per_step']:8.2f} us/step back to back, "
+                  f"{r['issue_us_per_step']:6.2f} us to issue   empty_strided {alloc.get('calls_per_step', 0):.0f}/step "
                   f"at {alloc.get('self_cpu_us_per_call', 0):6.2f} us   cudaMalloc {mallocs:.1f}/step")
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))

@@ -25,7 +25,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: 
 from matplotlib.transforms import blended_transform_factory, offset_copy  # noqa: E402
 
 from common.files import atomic_write  # noqa: E402
-from common.report import (BY_DESIGN, entries, format_with_ci, interval_rel_halfwidth, pair_key,  # noqa: E402
+from common.report import (BY_DESIGN, by_design_text, entries, format_with_ci, interval_rel_halfwidth, pair_key,  # noqa: E402
                            pair_level_error, run_label, speedup_interval, variant_status)
 
 COLOURS = {"faster": "#2ca02c", "slower": "#9467bd", "by design": "#9e9e9e", "FAILED": "#d62728",
@@ -124,7 +124,7 @@ def _variant_row(label: str, v: dict, base: dict | None) -> Row:
     if (v.get("wall_check") or {}).get("escaped"):
         value += " (escaped stream)"
     if status in BY_DESIGN:
-        return Row(label, "by design", f"{status}: {value} (slower by design)", s, interval)
+        return Row(label, "by design", f"{status}: {value} ({by_design_text(v, base)})", s, interval)
     return Row(label, "faster" if s >= 1 else "slower", value, s, interval)
 
 

@@ -271,12 +271,19 @@ def _header_lines(doc: dict) -> list[str]:
     return lines
 
 
-def _status_cell(v: dict) -> str:
+def by_design_text(v: dict, base: dict | None = None) -> str:
+    """What a declared pitfall or trade-off's figure says: "slower by design", or, when its whole interval
+    is above 1.0, that the declaration does not hold here (a pitfall that wins is a mislabel to fix)."""
+    interval = speedup_interval(base, v)
+    return "declared slower, measured faster" if interval and interval[0] > 1 else "slower by design"
+
+
+def _status_cell(v: dict, base: dict | None = None) -> str:
     status, why = variant_status(v)
     if status == "ok":
         return "ok"
     if status in BY_DESIGN:
-        return f"{status} (slower by design)"
+        return f"{status} ({by_design_text(v, base)})"
     bold = f"**{status}**" if status in ("FAILED", "SUSPECT") else status
     return f"{bold}: {_short(why)}"
 
@@ -369,7 +376,7 @@ def _results_table(doc: dict, notes: _Notes) -> list[str]:
             name = v["name"] + (" ⚠ escaped stream" if (v.get("wall_check") or {}).get("escaped") else "")
             speedup = "reference" if v is p.get("baseline") and variant_status(v)[0] == "ok" else \
                 speedup_text(v, p.get("baseline"))
-            row = (f"{start} {name} | {_status_cell(v)} | {_fmt(v.get('median_ms'), '.4g')} | {ci_text(v)} | "
+            row = (f"{start} {name} | {_status_cell(v, p.get('baseline'))} | {_fmt(v.get('median_ms'), '.4g')} | {ci_text(v)} | "
                    f"{speedup} | {_share_cell(v, notes)} |")
             lines.append(row + (f" {_fmt(v.get('peak_memory_mb'), '.1f')} |" if memory else ""))
     footer = notes.new_lines()

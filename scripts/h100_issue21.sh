@@ -6,6 +6,7 @@
 #   ceiling   tests/test_ceilings_gpu.py: a plain large matmul cannot beat its ceiling
 #   aa        one multi-chapter A/A run (the reuse, A/A, trap and side-stream fixtures); repeat the word for more runs
 #   chN       benchmark.py --chapter N at full size (ch1, ch11, ch13, ch16; CH_LIMIT_S, default 330)
+#   prealloc  ch1/preallocation_profile.py: host time per op and per step, with and without the allocator's cache
 #   goodput   ch1/performance_basics_optimized.py, tests 1, 2 and 2b in turn five times
 #   validate  scripts/validate_harness.py: five pairs, the harness vs do_bench vs a CUDA-event loop
 set -uo pipefail
@@ -28,6 +29,7 @@ for n in (\"first\", \"second\"): t=time.time(); c=count_launches(lambda: x.add_
     aa) runs=$((runs + 1)); TAIL=14 step "aa$runs" 240 python3 benchmark.py --root tests/fixtures --chapter 83 \
           --chapter 84 --chapter 85 --chapter 92 --output "$out/aa$runs" ;;
     ch[0-9]*) TAIL=40 step "$s" "${CH_LIMIT_S:-330}" python3 benchmark.py --chapter "${s#ch}" --output "$out/$s" ;;
+    prealloc) TAIL=12 step prealloc 120 python3 ch1/preallocation_profile.py --json "$out/preallocation_profile.json" ;;
     goodput) TAIL=30 step goodput 100 python3 ch1/performance_basics_optimized.py --json "$out/goodput.json" ;;
     validate) TAIL=40 step validate 240 python3 scripts/validate_harness.py --out "$out/validate" ;;
     *) echo "unknown step $s" >&2 ;;

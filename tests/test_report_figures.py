@@ -153,6 +153,23 @@ def test_summary_lists_every_failure_and_gives_each_variant_one_status():
     assert any("ch1/gpu_only" in line and "skipped: needs CUDA" in line for line in md.splitlines())
 
 
+def test_a_declared_pitfall_that_wins_is_not_called_slower():
+    """A pitfall or trade-off whose whole interval lies above 1.0 is mislabelled: the summary and the chart say
+    so instead of "slower by design"; one whose interval reaches 1.0 keeps the label."""
+    base = entry("baseline", 0.0453, ci_pct=0.4, speedup=1.0)
+    wins = entry("optimized_wins", 0.0399, speedup=1.132, speedup_ci=[1.127, 1.139], kind="pitfall")
+    tie = entry("optimized_tie", 0.0450, speedup=1.007, speedup_ci=[0.99, 1.02], kind="tradeoff")
+    doc = document([pair("prealloc", base, [wins, tie])])
+    md = summary_markdown(doc)
+    (row,) = table_rows(md, "optimized_wins")
+    assert "pitfall (declared slower, measured faster)" in row and "slower by design" not in row
+    (row,) = table_rows(md, "optimized_tie")
+    assert "tradeoff (slower by design)" in row
+    rows = {r.label: r for r in figures.speedup_rows(doc)}
+    assert rows["ch1/prealloc: wins"].text == "pitfall: 1.132× (declared slower, measured faster)"
+    assert rows["ch1/prealloc: tie"].text.endswith("(slower by design)")
+
+
 def test_a_suspect_time_has_no_speedup_and_a_pitfall_is_no_failure():
     md = summary_markdown(run_with_failures())
     (suspect,) = table_rows(md, "optimized_mixed_suspect")
