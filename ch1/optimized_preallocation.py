@@ -3,16 +3,15 @@
 Why it wins: the step is launch-bound, so each op's host time is on the critical path of a synchronized
 call. A functional op (x * scale) must build its result: take a block from the caching allocator, make a
 tensor around it, work out the new tensor's shape and strides. An out= or in-place op writes into a tensor
-that exists. torch.profiler on the H100 (ch1/preallocation_profile.py, profiles/h100/ch1/
-preallocation_profile.json, 6e43661) puts each functional op at 5.4-6.0 µs of self CPU time and each out=
-or in-place op at 3.1-3.6 µs. Per call the harness has read this variant 1.13-1.19x faster in every run
-that timed it in rounds with the baseline (ch1/README.md quotes the run at the chapter's commit).
+that exists. Measured on the H100 at 3a68426 (ch1/preallocation_profile.py, profiles/h100/ch1-3a68426/
+preallocation_profile.json): torch.profiler puts each functional op at 5.8-6.3 µs of self CPU time and
+each out= or in-place op at 3.6-4.1 µs; issuing one step with the GPU idle takes 40.1 µs against 31.6 µs,
+and the harness reads this variant 1.166x (1.153-1.172) faster per call (ch1/README.md).
 
 What it does not remove: under PyTorch's caching allocator neither step calls cudaMalloc (a freed block of
-the same size comes back from the free list), so back to back, where the GPU hides the host, the two loops
-run within 2% (31.2 vs 30.7 µs per step). The guide's "210 ms of aten::empty_strided" is the cost with the
-cache off (PYTORCH_NO_CUDA_MEMORY_CACHING=1): a cudaMalloc (48.9 µs) and a cudaFree (42.4 µs) per fresh
-tensor, 397 µs per step against 41.6 µs, 9.6x. That is where preallocation pays most.
+the same size comes back from the free list). The guide's "210 ms of aten::empty_strided" is the cost with
+the cache off (PYTORCH_NO_CUDA_MEMORY_CACHING=1), where every fresh tensor is a cudaMalloc and a cudaFree:
+476.6 µs per step back to back against 46.7 µs, 10.2x. That is where preallocation pays most.
 Prepared once: the output buffer. Per call: x. The returned tensor is the preallocated buffer, so a
 caller must use it before the next step.
 """
