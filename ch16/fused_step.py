@@ -8,6 +8,8 @@ compilation per chapter run. They are out of the pair until a step built on them
     fused_forward    Q, K and V from one concatenated weight, gate and up from another: 4 matrix-vector
                      products per layer instead of 7 (built once by fuse_weights: an extra copy of the
                      layer weights; a real server would load them fused)
+    sdpa_attention   F.scaled_dot_product_attention over the static cache with a mask, K and V shared by
+                     each group of query heads (enable_gqa): one fused kernel where attend() makes several
     split_kv_attention   a Triton kernel (ch16/paged.py) that reads only the filled positions of the
                      cache, split across ~16 programs per KV head, and merges the partial softmaxes
                      (flash-decoding), instead of the masked matmul attention over all 1088 slots
@@ -92,3 +94,10 @@ def split_kv_attention(q, k_layer, v_layer, input_pos):
     splits = max(1, min(S // PAGE, 128 // (B * Hkv)))
     lengths = (input_pos + 1).expand(B)
     return attend_contiguous(q[:, :, 0], k_layer, v_layer, lengths, PAGE, splits)[:, :, None]
+
+
+def sdpa_attention(q, k_layer, v_layer, input_pos):
+    """q (B, Hq, T, hd) at positions input_pos (T,) over the static cache (B, Hkv, S, hd) -> (B, Hq, T, hd)."""
+    S = k_layer.shape[2]
+    mask = torch.arange(S, device=q.device)[None, :] <= input_pos[:, None]   # (T, S): keys at or before
+    return F.scaled_dot_product_attention(q, k_layer, v_layer, attn_mask=mask[None, None], enable_gqa=True)

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""Where a decode step's time goes, variant by variant: kernel classes per token against the floor, and
+each variant's logits against an fp32 run of the same step.
+
+    python ch16/decode_profile.py [--variants NAME ...] [--out DIR]     (needs a CUDA GPU)
+
+For each variant of the decode_graph pair (and the candidate steps below), on the pair's workload (the
+llama-1b configuration, bf16, batch 1, context 1024):
+1. time per step: CUDA events over 200 back-to-back calls (after 10 warm-up calls);
+2. torch.profiler over 20 calls: every GPU kernel's time, summed by class (matrix products, attention,
+   norms and element-wise, cache writes and copies), per token; the rest of the step's time is idle
+   (the GPU waiting on the host or on launches). Classes go by kernel name: where attention is written as
+   two batched matmuls (the model's attend()), cuBLAS runs them and they count as matrix products;
+3. the logits of one call against the fp32 step (the same weights and cache cast to fp32), and against
+   the eager bf16 step: relative error, and whether the greedy token agrees where the fp32 step's top-two
+   margin is over the bf16 tolerance.
+Writes DIR/decode_profile.json (after each variant, so a stopped run keeps what it measured), the 40
+longest kernels of each variant with their class, and DIR/decode_profile.png: one stacked bar per variant
+against the floor (every weight read once at the measured copy rate). A measurement script, not a pair:
+the pair's figures come from benchmark.py.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch  # noqa: E402
+
+CLASSES = ("matrix products", "attention", "norms and element-wise", "cache writes and copies", "idle")
+# Kernel names, lower-cased, by class; checked in this order (a name matching two classes takes the first).
+PATTERNS = (
+    ("attention", ("flash", "fmha", "attention", "sdpa", "paged_decode", "_attn", "softmax")),
+    ("matrix products", ("gemv", "gemm", "nvjet", "cutlass", "xmma", "splitk", "cublas", "sm90_", "sm80_",
+                         "triton_tem", "_mm_", "matmul", "gemv_kernel")),
+    ("cache writes and copies", ("memcpy", "memset", "index_copy", "indexcopy", "index_put", "scatter",
+                                 "copy_kernel", "catarray")),
+)
+
+
+def kernel_class(name: str) -> str:
+    low = name.lower()
+    for cls, keys in PATTERNS:
+        if any(k in low for k in keys):
+            return cls
+    return "norms and element-wise"
+
+
+def candidates():
+    """name -> prepare(w): the pair's variants, then steps not (yet) in the pair."""
+    from ch16 import baseline_decode_graph as eager, optimized_decode_graph as graph
+    from ch16 import optimized_decode_graph_compile as comp
+    from ch16.fused_step import prepare_fused, sdpa_attention, split_kv_attention
+
+    def default_inductor(prepare):
+        """The step compiled without emulate_precision_casts (Inductor's fp32 intermediates)."""
+        def run(w):
+            with _no_emulation():
+                return prepare(w)
+        return run
+    return {
+        "eager": eager.prepare,
+        "graph": graph.prepare,
+        "compile (rounding like eager)": comp.prepare,
+        "compile": default_inductor(comp.prepare),
+        "compile, fused weights": default_inductor(prepare_fused),
+        "compile, fused weights, SDPA": default_inductor(lambda w: prepare_fused(w, attention=sdpa_attention)),
+        "compile, fused weights, split-KV": default_inductor(lambda w: prepare_fused(w, attention=split_kv_attention)),
+    }
+
+
+@contextlib.contextmanager
+def _no_emulation():
+    """compile_like_eager() made a no-op while a prepare() compiles: Inductor's default rounding."""
+    import ch16.fused_step
+    import ch16.optimized_decode_graph_compile as comp
+    saved = comp.compile_like_eager, ch16.fused_step.compile_like_eager
+    comp.compile_like_eager = ch16.fused_step.compile_like_eager = contextlib.nullcontext
+    try:
+        yield
+    finally:
+        comp.compile_like_eager, ch16.fused_step.compile_like_eager = saved
+
+
+def per_step_ms(fn, n=200, warmup=10) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(n):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / n
+
+
+def kernel_times(fn, n=20) -> dict:
+    """GPU time per step by kernel name (µs) and by class, from torch.profiler over n back-to-back calls."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+    kernels: dict[str, dict] = {}
+    for e in prof.events():
+        if e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        k = kernels.setdefault(e.name, {"us": 0.0, "count": 0})
+        k["us"] += e.time_range.elapsed_us() / n
+        k["count"] += 1 / n
+    by_class = dict.fromkeys(CLASSES[:-1], 0.0)
+    counts = dict.fromkeys(CLASSES[:-1], 0.0)
+    for name, k in kernels.items():
+        by_class[kernel_class(name)] += k["us"]
+        counts[kernel_class(name)] += k["count"]
+    top = sorted(kernels.items(), key=lambda kv: -kv[1]["us"])[:40]
+    return {"class_us": by_class, "class_kernels": counts,
+            "top_kernels": [{"name": name[:160], "class": kernel_class(name), "us": round(k["us"], 2),
+                             "count": round(k["count"], 2)} for name, k in top]}
+
+
+def compare(out, ref, truth) -> dict:
+    """out against the eager bf16 step and the fp32 step; greedy tokens where the fp32 margin is clear."""
+    from common.verify import verify_outputs
+    o, r, t = (x.float().cpu().reshape(-1) for x in (out, ref, truth))
+    top2 = t.topk(2)
+    margin = float(top2.values[0] - top2.values[1])
+    vs_eager = verify_outputs([r], [o], "bf16")
+    vs_truth = verify_outputs([t], [o], "bf16")
+    return {"rel_vs_eager": vs_eager.rel_err, "rel_vs_fp32": vs_truth.rel_err, "fp32_top2_margin": margin,
+            "token": int(o.argmax()), "fp32_token": int(top2.indices[0]),
+            "token_agrees": int(o.argmax()) == int(top2.indices[0])}
+
+
+def draw(doc: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = [(name, r) for name, r in doc["variants"].items() if "class_us" in r]
+    if not rows:
+        return
+    colours = dict(zip(CLASSES, ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#c7c7c7")))
+    fig, ax = plt.subplots(figsize=(9, 0.55 * len(rows) + 1.6))
+    for i, (name, r) in enumerate(rows):
+        left = 0.0
+        for cls in CLASSES:
+            us = r["class_us"][cls] if cls != "idle" else r["idle_us"]
+            ax.barh(i, us / 1e3, left=left, color=colours[cls], label=cls if i == 0 else None)
+            left += us / 1e3
+        ax.text(left, i, f" {r['ms']:.3f} ms", va="center", fontsize=8)
+    ax.axvline(doc["floor_ms"], color="k", ls="--", lw=1)
+    ax.text(doc["floor_ms"], len(rows) - 0.4, f" floor {doc['floor_ms']:.3f} ms", fontsize=8)
+    ax.set_yticks(range(len(rows)), [n for n, _ in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per token (GPU time by kernel class; idle = step time minus kernel time)")
+    ax.set_title(f"decode step, {doc['workload']} on {doc['gpu']}", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None) -> int:
+    names = list(candidates()) if torch.cuda.is_available() else []
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--variants", nargs="+", metavar="NAME", help="a subset, by name (default: all)")
+    ap.add_argument("--out", default="profiles/decode_profile", help="folder for the JSON and the figure")
+    ap.add_argument("--copy-gbps", type=float, help="the copy rate for the floor (default: the cached ceiling)")
+    a = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("error: ch16/decode_profile.py needs a CUDA GPU; none is visible to PyTorch", file=sys.stderr)
+        return 2
+    table = candidates()
+    unknown = [n for n in a.variants or [] if n not in table]
+    if unknown:
+        print(f"error: unknown variant(s) {unknown}; known: {list(table)}", file=sys.stderr)
+        return 2
+    from ch16.decode import decode_workload
+    from ch16.model import KVCache, cast_model, decode_step
+    gbps = a.copy_gbps or _cached_copy_gbps()
+    w = decode_workload(0, "cuda", False, batch=1, context=1024)
+    model = w.inputs["model"]
+    k0, v0 = w.inputs["k_cache"].clone(), w.inputs["v_cache"].clone()
+
+    def reset():  # every variant starts from the prefilled cache (a step writes one position of it)
+        w.inputs["k_cache"].copy_(k0)
+        w.inputs["v_cache"].copy_(v0)
+    with torch.no_grad():
+        m32 = cast_model(copy.deepcopy(model), dtype=torch.float32)
+        truth = decode_step(m32, KVCache(k0.float(), v0.float()), w.inputs["token"], w.inputs["input_pos"])
+        truth = truth.float().cpu()
+        del m32
+    torch.cuda.empty_cache()
+    out_dir = Path(a.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    doc = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "workload": w.note,
+           "bytes_per_step": w.bytes_moved, "copy_gbps": gbps, "floor_ms": w.bytes_moved / gbps / 1e6,
+           "variants": {}}
+    ref = None
+    for name in a.variants or list(table):
+        print(f"== {name}", flush=True)
+        row: dict = {}
+        doc["variants"][name] = row
+        try:
+            torch._dynamo.reset()
+            reset()
+            t0 = time.perf_counter()
+            fn = table[name](w)
+            torch.cuda.synchronize()
+            row["prepare_s"] = round(time.perf_counter() - t0, 1)
+            reset()
+            out = fn().float().cpu()
+            if ref is None and name == "eager":
+                ref = out
+            row.update(compare(out, ref if ref is not None else out, truth))
+            row["ms"] = per_step_ms(fn)
+            row.update(kernel_times(fn))
+            row["idle_us"] = max(0.0, row["ms"] * 1e3 - sum(row["class_us"].values()))
+            row["pct_of_floor"] = 100 * doc["floor_ms"] / row["ms"]
+            del fn
+        except Exception as exc:  # one variant's failure is reported, the others still run
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:600]}"
+        print(json.dumps({k: v for k, v in row.items() if k != "top_kernels"}), flush=True)
+        (out_dir / "decode_profile.json").write_text(json.dumps(doc, indent=1))
+    draw(doc, out_dir / "decode_profile.png")
+    print(f"wrote {out_dir / 'decode_profile.json'}, {out_dir / 'decode_profile.png'}")
+    return 0
+
+
+def _cached_copy_gbps() -> float:
+    for path in sorted(Path(__file__).resolve().parents[1].glob("profiles/peaks/cuda-*.json")):
+        return float(json.loads(path.read_text())["copy_gbps"])
+    return 3000.0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
