@@ -55,7 +55,8 @@ def candidates():
     """name -> prepare(w): the pair's variants, then steps not (yet) in the pair."""
     from ch16 import baseline_decode_graph as eager, optimized_decode_graph as graph
     from ch16 import optimized_decode_graph_compile as comp
-    from ch16.fused_step import prepare_fused, sdpa_attention, split_kv_attention
+    from ch16.fused_step import prepare_fused, sdpa_attention
+    from ch16.gemv import linear
 
     def default_inductor(prepare):
         """The step compiled without emulate_precision_casts (Inductor's fp32 intermediates)."""
@@ -70,7 +71,9 @@ def candidates():
         "compile": default_inductor(comp.prepare),
         "compile, fused weights": default_inductor(prepare_fused),
         "compile, fused weights, SDPA": default_inductor(lambda w: prepare_fused(w, attention=sdpa_attention)),
-        "compile, fused weights, split-KV": default_inductor(lambda w: prepare_fused(w, attention=split_kv_attention)),
+        "compile, fused weights, Triton GEMV": default_inductor(lambda w: prepare_fused(w, linear=linear)),
+        "compile, fused weights, SDPA, Triton GEMV":
+            default_inductor(lambda w: prepare_fused(w, attention=sdpa_attention, linear=linear)),
     }
 
 

@@ -12,7 +12,8 @@ sums are added atomically into an fp32 output (more programs for short, wide mat
 
 The benchmark times both at the decode step's shapes (llama-1b: fused QKV, attention output, fused
 gate/up, down, LM head) with the weights rotated through more copies than the L2 cache holds, as a step
-that reads 1.6 GB of weights sees them, and every Triton configuration of a small grid; it reports GB/s
+that reads 1.6 GB of weights sees them, the calls replayed from a CUDA graph as a compiled step runs
+them, and every Triton configuration of a small grid; it reports GB/s
 per shape against the measured copy rate, and checks each result against an fp32 product.
 """
 from __future__ import annotations
@@ -75,18 +76,54 @@ def gemv(x: torch.Tensor, w: torch.Tensor, BLOCK_N=8, BLOCK_K=512, SPLIT_K=1, nu
     return y.view(*x.shape[:-1], N)
 
 
-def rotated_ms(fn, weights, x, n=300) -> float:
-    """ms per call of fn(x, w), w taken in turn from `weights` (more bytes than L2 holds)."""
-    for w in weights[:3]:
-        fn(x, w)
+# The configuration a step uses (in a compiled step the op's launch is part of the CUDA graph).
+STEP_CONFIG = dict(BLOCK_N=4, BLOCK_K=512, num_warps=4)
+
+if triton is not None:
+    @torch.library.triton_op("ch16::gemv", mutates_args={})
+    def _gemv_op(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """x (K,) contiguous, w (N, K) -> (N,): one launch, no split-K, so torch.compile sees one kernel."""
+        N, K = w.shape
+        y = torch.empty(N, device=w.device, dtype=x.dtype)
+        cfg = STEP_CONFIG
+        grid = (triton.cdiv(N, cfg["BLOCK_N"]), 1)
+        torch.library.wrap_triton(_gemv_kernel)[grid](x, w, y, N, K, w.stride(0), BLOCK_N=cfg["BLOCK_N"],
+                                                      BLOCK_K=cfg["BLOCK_K"], SPLIT_K=1,
+                                                      num_warps=cfg["num_warps"])
+        return y
+
+
+def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """F.linear(x, w) without bias; one row (a decode step at batch 1) goes to the Triton kernel."""
+    if triton is None or x.numel() != x.shape[-1] or not x.is_cuda:
+        return torch.nn.functional.linear(x, w)
+    return _gemv_op(x.reshape(-1).contiguous(), w).view(*x.shape[:-1], w.shape[0])
+
+
+def rotated_ms(fn, weights, x, calls=64, replays=5) -> float:
+    """GPU ms per call of fn(x, w), w taken in turn from `weights` (more bytes than L2 holds).
+
+    The calls are captured in one CUDA graph and replayed, so the figure is the kernels' time, not the
+    host's (launched one by one from Python, a call of a few µs of GPU work waits on ~20 µs of host)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for w in weights[:3]:
+            fn(x, w)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(calls):
+            fn(x, weights[i % len(weights)])
+    graph.replay()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
-    for i in range(n):
-        fn(x, weights[i % len(weights)])
+    for _ in range(replays):
+        graph.replay()
     end.record()
     torch.cuda.synchronize()
-    return start.elapsed_time(end) / n
+    return start.elapsed_time(end) / (calls * replays)
 
 
 def main(argv=None) -> int:

@@ -130,18 +130,15 @@ class Attention(nn.Module):
         return q, k, v
 
     def forward(self, x, cos, sin, input_pos, kv=None):
-        """kv: this layer's (k_cache, v_cache), each (B, Hkv, S_max, hd), written at input_pos."""
+        """kv: this layer's slot of a KVCache (`cache.layer(i)`): K and V written at input_pos, then read."""
         B, T, _ = x.shape
         q, k, v = self.qkv(x)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if kv is None:
             k_all, v_all, k_pos = k, v, input_pos
         else:
-            k_cache, v_cache = kv
-            k_cache.index_copy_(2, input_pos, k)
-            v_cache.index_copy_(2, input_pos, v)
-            k_all, v_all = k_cache, v_cache
-            k_pos = torch.arange(k_cache.shape[2], device=x.device)
+            k_all, v_all = kv.write(input_pos, k, v)
+            k_pos = torch.arange(k_all.shape[2], device=x.device)
         o = attend(q, k_all, v_all, input_pos, k_pos)
         return self.wo(o.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim))
 
@@ -183,12 +180,38 @@ class KVCache:
         shape = (n_layers or cfg.n_layers, batch, n_kv_heads or cfg.n_kv_heads, max_len, cfg.head_dim)
         return cls(torch.zeros(shape, device=device, dtype=dtype), torch.zeros(shape, device=device, dtype=dtype))
 
-    def layer(self, i: int):
+    def layer(self, i: int) -> "LayerKV":
+        return LayerKV(self, i)
+
+    def write(self, i: int, input_pos, k, v):
+        """Write k, v (B, Hkv, T, hd) at positions input_pos (T,) of layer i; return layer i's K and V.
+
+        One index_put_ on the whole cache tensor, every index given (layer, batch, head, position), rather
+        than index_copy_ on the layer's view k[i]: torch.compile keeps a write to its input tensor in place,
+        but lowered the write through the view as a copy of the whole cache at every layer (on the H100,
+        32 copies of 18 MB per llama-1b step: ch16/decode_profile.py)."""
+        B, H, T = k.shape[:3]
+        layer = torch.full((1, 1, 1), i, dtype=torch.long, device=k.device)
+        b = torch.arange(B, device=k.device).view(B, 1, 1)
+        h = torch.arange(H, device=k.device).view(1, H, 1)
+        pos = input_pos.view(1, 1, T)
+        self.k.index_put_((layer, b, h, pos), k)
+        self.v.index_put_((layer, b, h, pos), v)
         return self.k[i], self.v[i]
 
     @property
     def max_len(self) -> int:
         return self.k.shape[3]
+
+
+class LayerKV:
+    """Layer i of a KVCache, as one attention layer sees it: write this step's K and V, read the layer's."""
+
+    def __init__(self, cache: KVCache, i: int):
+        self.cache, self.i = cache, i
+
+    def write(self, input_pos, k, v):
+        return self.cache.write(self.i, input_pos, k, v)
 
 
 class Transformer(nn.Module):
