@@ -6,6 +6,8 @@ model is the ~1B configuration in bf16; on a CPU, and in a quick run, the small 
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from common import Workload
@@ -104,3 +106,22 @@ def compile_like_eager():
     further from eager bf16 than the harness's bf16 tolerance over the 16 layers of the decode step
     (ch16/optimized_decode_graph_compile.py has the measurement)."""
     return torch._inductor.config.patch(emulate_precision_casts=True)
+
+
+def compiled_replay(step, args, static=(), round_like_eager: bool = True):
+    """step(*args) under torch.compile(mode="reduce-overhead"): compiled, recorded as a CUDA graph, and
+    returned as call() -> step(*args), each call a replay. `static` tensors (the cache, weights that are not
+    the model's parameters) are read and written where they are; any other tensor input is copied into the
+    graph's own buffers at every replay. round_like_eager: compile inside compile_like_eager()."""
+    for t in static:
+        torch._dynamo.mark_static_address(t)
+    fn = torch.compile(step, mode="reduce-overhead", fullgraph=True)
+    rounding = compile_like_eager() if round_like_eager else contextlib.nullcontext()
+    with torch.no_grad(), rounding:
+        for _ in range(3):  # compile, record, then replay
+            fn(*args)
+
+    @torch.no_grad()
+    def call():
+        return fn(*args)
+    return call

@@ -22,7 +22,6 @@ the pair's figures come from benchmark.py.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import json
 import sys
@@ -54,40 +53,23 @@ def kernel_class(name: str) -> str:
 def candidates():
     """name -> prepare(w): the pair's variants, then steps not (yet) in the pair."""
     from ch16 import baseline_decode_graph as eager, optimized_decode_graph as graph
-    from ch16 import optimized_decode_graph_compile as comp
+    from ch16 import optimized_decode_graph_compile as comp, optimized_decode_graph_fused as fused
     from ch16.fused_step import prepare_fused, sdpa_attention
     from ch16.gemv import linear
 
-    def default_inductor(prepare):
-        """The step compiled without emulate_precision_casts (Inductor's fp32 intermediates)."""
-        def run(w):
-            with _no_emulation():
-                return prepare(w)
-        return run
+    default = dict(round_like_eager=False)   # Inductor's own rounding (fp32 intermediates)
     return {
         "eager": eager.prepare,
         "graph": graph.prepare,
         "compile (rounding like eager)": comp.prepare,
-        "compile": default_inductor(comp.prepare),
-        "compile, fused weights": default_inductor(prepare_fused),
-        "compile, fused weights, SDPA": default_inductor(lambda w: prepare_fused(w, attention=sdpa_attention)),
-        "compile, fused weights, Triton GEMV": default_inductor(lambda w: prepare_fused(w, linear=linear)),
+        "compile": lambda w: comp.prepare(w, **default),
+        "compile, fused weights": lambda w: prepare_fused(w, **default),
+        "compile, fused weights, SDPA": lambda w: prepare_fused(w, attention=sdpa_attention, **default),
+        "compile, fused weights, Triton GEMV": lambda w: prepare_fused(w, linear=linear, **default),
         "compile, fused weights, SDPA, Triton GEMV":
-            default_inductor(lambda w: prepare_fused(w, attention=sdpa_attention, linear=linear)),
+            lambda w: prepare_fused(w, attention=sdpa_attention, linear=linear, **default),
+        "fused (pair variant)": fused.prepare,
     }
-
-
-@contextlib.contextmanager
-def _no_emulation():
-    """compile_like_eager() made a no-op while a prepare() compiles: Inductor's default rounding."""
-    import ch16.fused_step
-    import ch16.optimized_decode_graph_compile as comp
-    saved = comp.compile_like_eager, ch16.fused_step.compile_like_eager
-    comp.compile_like_eager = ch16.fused_step.compile_like_eager = contextlib.nullcontext
-    try:
-        yield
-    finally:
-        comp.compile_like_eager, ch16.fused_step.compile_like_eager = saved
 
 
 def per_step_ms(fn, n=200, warmup=10) -> float:

@@ -14,35 +14,20 @@ differs from eager by 0.65e-2 and runs at 1.94 ms instead of 1.83 ms a step (1.9
 profiles/h100/ch16-b86fd00).
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
-import torch
-
-from ch16.decode import compile_like_eager
+from ch16.decode import compiled_replay
 from ch16.model import KVCache, decode_step
 
 DEVICES = ("cuda",)
 REQUIRES = ("triton",)  # where it is missing the variant is skipped with the reason
-MODE = "reduce-overhead"
 
 
-def compiled_step(model, mode: str = MODE):
+def prepare(w, round_like_eager: bool = True):
+    model = w.inputs["model"]
+    token, pos, k, v = (w.inputs[n] for n in ("token", "input_pos", "k_cache", "v_cache"))
+
     def step(token, pos, k_cache, v_cache):
         return decode_step(model, KVCache(k_cache, v_cache), token, pos)
-    return torch.compile(step, mode=mode, fullgraph=True)
-
-
-def prepare(w, mode: str = MODE):
-    token, pos, k, v = (w.inputs[n] for n in ("token", "input_pos", "k_cache", "v_cache"))
-    torch._dynamo.mark_static_address(k)
-    torch._dynamo.mark_static_address(v)
-    fn = compiled_step(w.inputs["model"], mode)
-    with torch.no_grad(), compile_like_eager():
-        for _ in range(3):  # compile, record, then replay
-            fn(token, pos, k, v)
-
-    @torch.no_grad()
-    def step():
-        return fn(token, pos, k, v)
-    return step
+    return compiled_replay(step, (token, pos, k, v), static=(k, v), round_like_eager=round_like_eager)
 
 
 if __name__ == "__main__":
