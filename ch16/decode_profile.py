@@ -68,7 +68,8 @@ def candidates():
         "compile, fused weights, Triton GEMV": lambda w: prepare_fused(w, linear=linear, **default),
         "compile, fused weights, SDPA, Triton GEMV":
             lambda w: prepare_fused(w, attention=sdpa_attention, linear=linear, **default),
-        "fused (pair variant)": fused.prepare,
+        "compile, fused, SDPA, GEMV with norms (the pair's fused)":
+            fused.prepare,
     }
 
 
