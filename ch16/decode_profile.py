@@ -68,8 +68,7 @@ def candidates():
         "compile, fused weights, Triton GEMV": lambda w: prepare_fused(w, linear=linear, **default),
         "compile, fused weights, SDPA, Triton GEMV":
             lambda w: prepare_fused(w, attention=sdpa_attention, linear=linear, **default),
-        "compile, fused, SDPA, GEMV with norms (the pair's fused)":
-            fused.prepare,
+        "fused (pair variant)": fused.prepare,
     }
 
 

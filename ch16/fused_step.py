@@ -40,14 +40,12 @@ def fuse_weights(model: Transformer) -> list[dict]:
 
 
 def fused_forward(model: Transformer, fused: list[dict], tokens, input_pos, k_cache, v_cache, attention=None,
-                  linear=F.linear, norm_linear=None):
+                  linear=F.linear):
     """The cached forward with fused projections: tokens (B, T) -> logits (B, T, vocab).
 
     attention(q, k_layer, v_layer, input_pos) -> (B, Hq, T, hd) replaces the masked matmul attention
     (split_kv_attention: a kernel that reads only the filled part of the cache); linear(x, weight) replaces
-    F.linear for every projection and the LM head (ch16/gemv.py's Triton matrix-vector product);
-    norm_linear(x, norm, weight) replaces linear(norm(x), weight) where an RMSNorm feeds a projection."""
-    norm_linear = norm_linear or (lambda x, norm, weight: linear(norm(x), weight))
+    F.linear for every projection and the LM head (ch16/gemv.py's Triton matrix-vector product)."""
     c = model.cfg
     B, T = tokens.shape
     hd, nq, nkv = c.head_dim, c.n_heads, c.n_kv_heads
@@ -56,7 +54,7 @@ def fused_forward(model: Transformer, fused: list[dict], tokens, input_pos, k_ca
     k_pos = torch.arange(k_cache.shape[3], device=tokens.device)
     cache = KVCache(k_cache, v_cache)
     for i, w in enumerate(fused):
-        qkv = norm_linear(x, w["attention_norm"], w["wqkv"])
+        qkv = linear(w["attention_norm"](x), w["wqkv"])
         q, k, v = qkv.split([nq * hd, nkv * hd, nkv * hd], dim=-1)
         q = apply_rope(q.view(B, T, nq, hd).transpose(1, 2), cos, sin)
         k = apply_rope(k.view(B, T, nkv, hd).transpose(1, 2), cos, sin)
@@ -64,19 +62,18 @@ def fused_forward(model: Transformer, fused: list[dict], tokens, input_pos, k_ca
         o = attend(q, k_layer, v_layer, input_pos, k_pos) if attention is None else \
             attention(q, k_layer, v_layer, input_pos)
         x = x + linear(o.transpose(1, 2).reshape(B, T, nq * hd), w["wo"])
-        gate, up = norm_linear(x, w["ffn_norm"], w["w13"]).chunk(2, dim=-1)
+        gate, up = linear(w["ffn_norm"](x), w["w13"]).chunk(2, dim=-1)
         x = x + linear(F.silu(gate) * up, w["w2"])
-    return norm_linear(x, model.norm, model.output.weight)
+    return linear(model.norm(x), model.output.weight)
 
 
-def prepare_fused(w, compile: bool = True, attention=None, linear=F.linear, norm_linear=None,
-                  round_like_eager: bool = True):
+def prepare_fused(w, compile: bool = True, attention=None, linear=F.linear, round_like_eager: bool = True):
     model = w.inputs["model"]
     token, pos, k, v = (w.inputs[n] for n in ("token", "input_pos", "k_cache", "v_cache"))
     fused = fuse_weights(model)
 
     def step(token, pos, k, v):
-        return fused_forward(model, fused, token, pos, k, v, attention, linear, norm_linear)[:, -1]
+        return fused_forward(model, fused, token, pos, k, v, attention, linear)[:, -1]
     if not compile:
         return torch.no_grad()(lambda: step(token, pos, k, v))
     # The fused weights are static too: not being the model's parameters, they would otherwise be copied

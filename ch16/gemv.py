@@ -38,29 +38,18 @@ CONFIGS = [dict(BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=sk, num_warps=nw)
 
 if triton is not None:
     @triton.jit
-    def _gemv_kernel(x_ptr, w_ptr, y_ptr, g_ptr, N, K, stride_wn, eps,
-                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, NORM: tl.constexpr):
+    def _gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn,
+                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr):
         pid_n = tl.program_id(0)
         pid_k = tl.program_id(1)
         rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         row_ok = rows < N
-        dt = x_ptr.dtype.element_ty
-        if NORM:  # RMSNorm of x first, as ch16/model.py's RMSNorm rounds it: x·rsqrt(mean x² + eps), then ·g
-            ss = tl.zeros((BLOCK_K,), dtype=tl.float32)
-            for k0 in range(0, K, BLOCK_K):
-                cols = k0 + tl.arange(0, BLOCK_K)
-                xs = tl.load(x_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
-                ss += xs * xs
-            r = tl.rsqrt(tl.sum(ss, axis=0) / K + eps)
         k_span = tl.cdiv(K, SPLIT_K * BLOCK_K) * BLOCK_K      # each split's share of K, whole chunks
         acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
         for k0 in range(pid_k * k_span, tl.minimum((pid_k + 1) * k_span, K), BLOCK_K):
             cols = k0 + tl.arange(0, BLOCK_K)
             col_ok = cols < K
             x = tl.load(x_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-            if NORM:
-                g = tl.load(g_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-                x = ((x * r).to(dt).to(tl.float32) * g).to(dt).to(tl.float32)
             w = tl.load(w_ptr + rows[:, None] * stride_wn + cols[None, :],
                         mask=row_ok[:, None] & col_ok[None, :], other=0.0, eviction_policy="evict_first")
             acc += w.to(tl.float32) * x[None, :]
@@ -81,31 +70,26 @@ def gemv(x: torch.Tensor, w: torch.Tensor, BLOCK_N=8, BLOCK_K=512, SPLIT_K=1, nu
     y = torch.empty(N, device=w.device, dtype=x.dtype) if SPLIT_K == 1 else \
         torch.zeros(N, device=w.device, dtype=torch.float32)
     grid = (triton.cdiv(N, BLOCK_N), SPLIT_K)
-    _gemv_kernel[grid](xv, w, y, xv, N, K, w.stride(0), 0.0, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, SPLIT_K=SPLIT_K,
-                       NORM=False, num_warps=num_warps)
+    _gemv_kernel[grid](xv, w, y, N, K, w.stride(0), BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, SPLIT_K=SPLIT_K,
+                       num_warps=num_warps)
     y = y.to(x.dtype)
     return y.view(*x.shape[:-1], N)
 
 
-# The configuration a step uses, by weight shape (N, K): 4-row tiles of 512 columns everywhere; 8 warps
-# for the smaller matrices, 4 for the large ones (the fastest in ch16/gemv.py's grid on the H100).
+# The configuration a step uses (in a compiled step the op's launch is part of the CUDA graph).
 STEP_CONFIG = dict(BLOCK_N=4, BLOCK_K=512, num_warps=4)
-STEP_WARPS = {(3072, 2048): 8, (2048, 2048): 8, (2048, 5632): 8}
 
 if triton is not None:
     @torch.library.triton_op("ch16::gemv", mutates_args={})
-    def _gemv_op(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, eps: float) -> torch.Tensor:
-        """x (K,) contiguous, w (N, K) -> (N,); g (K,) non-empty: RMSNorm(x) with weight g, eps first.
-        One launch, no split-K, so torch.compile sees one kernel."""
+    def _gemv_op(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """x (K,) contiguous, w (N, K) -> (N,): one launch, no split-K, so torch.compile sees one kernel."""
         N, K = w.shape
         y = torch.empty(N, device=w.device, dtype=x.dtype)
         cfg = STEP_CONFIG
         grid = (triton.cdiv(N, cfg["BLOCK_N"]), 1)
-        norm = g.numel() > 0
-        torch.library.wrap_triton(_gemv_kernel)[grid](x, w, y, g if norm else x, N, K, w.stride(0), eps,
-                                                      BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
-                                                      SPLIT_K=1, NORM=norm,
-                                                      num_warps=STEP_WARPS.get((N, K), cfg["num_warps"]))
+        torch.library.wrap_triton(_gemv_kernel)[grid](x, w, y, N, K, w.stride(0), BLOCK_N=cfg["BLOCK_N"],
+                                                      BLOCK_K=cfg["BLOCK_K"], SPLIT_K=1,
+                                                      num_warps=cfg["num_warps"])
         return y
 
 
@@ -113,15 +97,7 @@ def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """F.linear(x, w) without bias; one row (a decode step at batch 1) goes to the Triton kernel."""
     if triton is None or x.numel() != x.shape[-1] or not x.is_cuda:
         return torch.nn.functional.linear(x, w)
-    return _gemv_op(x.reshape(-1).contiguous(), w, x.new_empty(0), 0.0).view(*x.shape[:-1], w.shape[0])
-
-
-def norm_linear(x: torch.Tensor, norm, w: torch.Tensor) -> torch.Tensor:
-    """F.linear(norm(x), w) for ch16/model.py's RMSNorm `norm`: at batch 1, one kernel that normalises x
-    (2 K bytes, read by every program from L2) while it streams W, instead of a norm kernel and a GEMV."""
-    if triton is None or x.numel() != x.shape[-1] or not x.is_cuda:
-        return torch.nn.functional.linear(norm(x), w)
-    return _gemv_op(x.reshape(-1).contiguous(), w, norm.weight, norm.eps).view(*x.shape[:-1], w.shape[0])
+    return _gemv_op(x.reshape(-1).contiguous(), w).view(*x.shape[:-1], w.shape[0])
 
 
 def rotated_ms(fn, weights, x, calls=64, replays=5) -> float:

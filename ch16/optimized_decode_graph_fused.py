@@ -11,8 +11,10 @@ Three changes on top of optimized_decode_graph_compile, each aimed at what the s
 - Every projection and the LM head through ch16/gemv.py's Triton kernel (a torch.library.triton_op, so
   Inductor puts its launches in the same CUDA graph): at M=1 it streams W in 4-row tiles and reached
   98% of the copy rate on the 131 MB LM head, where cuBLAS's GEMM-with-M=1 reached 89% (ch16/gemv.py).
-  Where an RMSNorm feeds a projection (Q/K/V, gate/up, the LM head) the GEMV normalises its input itself
-  (gemv.norm_linear): 33 norm kernels fewer per step.
+Tried and dropped: the RMSNorm before Q/K/V, gate/up and the LM head computed inside the GEMV (each program
+reading x twice, its sum of squares first), with 8 warps for the smaller matrices: 1.153 ms against this
+file's 1.077 ms a step on the H100 (profiles/h100/ch16-decode-c3b48ba): the GEMVs took 809 µs instead of
+710, more than the 33 norm kernels it removed.
 The fused weights are an extra copy made once in prepare (a real server would load them fused) and are
 marked static, so the graph reads them in place. Per call: the token and its position.
 
@@ -21,14 +23,14 @@ compile variant is; the Triton GEMV accumulates in fp32 and rounds once, as cuBL
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 from ch16.fused_step import prepare_fused, sdpa_attention
-from ch16.gemv import linear, norm_linear
+from ch16.gemv import linear
 
 DEVICES = ("cuda",)
 REQUIRES = ("triton",)  # where it is missing the variant is skipped with the reason
 
 
 def prepare(w):
-    return prepare_fused(w, attention=sdpa_attention, linear=linear, norm_linear=norm_linear)
+    return prepare_fused(w, attention=sdpa_attention, linear=linear)
 
 
 if __name__ == "__main__":
