@@ -1,9 +1,11 @@
-"""A decode step with fused projections, and split-KV attention: code kept for the decode-step work (issue 22).
+"""A decode step with fused projections and a choice of attention and matrix-vector kernels.
 
-Both were variants of the decode_graph pair until f68ba3f, where on the H100 they verified and ran slower
-than plain `torch.compile` of the model's own step (profiles/h100/ch16-f68ba3f: compiled 1.953 ms; fused
-Q/K/V and gate/up weights + compile 2.481 ms; + split-KV attention 2.31 ms), each for 25-28 s of
-compilation per chapter run. They are out of the pair until a step built on them beats the compiled one.
+decode_graph's fused variant is built here (fused weights, sdpa_attention, ch16/gemv.py's GEMV). Until
+135e97c the fused steps lost to plain torch.compile of the model's step (2.481 against 1.953 ms at
+f68ba3f) for a reason the kernel profile found (ch16/decode_profile.py, profiles/h100/ch16-decode-f75b693):
+the fused weights were not static, so the compiled graph copied all of them at every replay (34 copies,
+0.67 ms). split_kv_attention stays out of the pair: at f75b693 its kernel took 230 µs a token against 44 µs
+for the compiled masked attention over the 1088-slot cache.
 
     fused_forward    Q, K and V from one concatenated weight, gate and up from another: 4 matrix-vector
                      products per layer instead of 7 (built once by fuse_weights: an extra copy of the

@@ -291,3 +291,97 @@ def test_the_session_scripts_exit_1_when_a_step_fails_and_0_when_none_does(tmp_p
         assert list(out.glob("*.tar.gz")) and "fake python3" in "".join(p.read_text() for p in out.glob("*.log"))
         if expected:
             assert "failed:" in proc.stderr
+
+
+def _compile_for_hopper(kernel, signature: dict, constexprs: dict):
+    """Compile a Triton kernel for sm_90 here, without a GPU (the front end, where type errors surface)."""
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    sig = {**signature, **{name: "constexpr" for name in constexprs}}
+    return triton.compile(triton.compiler.ASTSource(fn=kernel, signature=sig, constexprs=constexprs),
+                          target=GPUTarget("cuda", 90, 32))
+
+
+PAGED_SIGNATURE = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "table_ptr": "*i32", "len_ptr": "*i32",
+                   "o_ptr": "*fp32", "ml_ptr": "*fp32", "scale": "fp64", "max_blocks": "i32",
+                   "blocks_per_split": "i32", "stride_b": "i32", "stride_kb": "i32", "stride_kh": "i32",
+                   "stride_kp": "i32"}
+
+
+def test_split_kv_kernel_compiles_with_the_scale_torch_compile_passes():
+    """torch.compile hands a Python float to a Triton kernel as an fp64 scalar. The split-KV kernel once let
+    that turn its running max fp64 inside the loop, which Triton refuses ("Loop-carried variable m has
+    initial type fp32 but is re-assigned to fp64"): the H100 run's InductorError. Compiled here for sm_90
+    with an fp64 scale, no GPU needed."""
+    from ch16.paged import _paged_decode_kernel
+    compiled = _compile_for_hopper(_paged_decode_kernel, PAGED_SIGNATURE, {"HQ": 32, "G": 4, "P": 16, "D": 64,
+                                                                           "SPLITS": 8})
+    assert "cubin" in compiled.asm
+
+
+def test_the_fp64_check_catches_the_kernel_before_its_fix(tmp_path):
+    """The check above against the kernel as it was before 4e9eeb0 (scores times an fp64 scale, uncast)."""
+    import importlib.util
+    pytest.importorskip("triton")
+    from conftest import ROOT
+    source = (ROOT / "ch16" / "paged.py").read_text()
+    fixed = "s = (tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale).to(tl.float32)"
+    assert fixed in source
+    old = tmp_path / "paged_before_fix.py"
+    old.write_text(source.replace(fixed, "s = tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale"))
+    spec = importlib.util.spec_from_file_location("paged_before_fix", old)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(Exception, match="fp64"):
+        _compile_for_hopper(module._paged_decode_kernel, PAGED_SIGNATURE, {"HQ": 32, "G": 4, "P": 16, "D": 64,
+                                                                           "SPLITS": 8})
+
+
+def test_triton_gemv_under_the_interpreter_matches_a_matmul():
+    """ch16/gemv.py's kernel (one row times W) on the CPU with TRITON_INTERPRET=1: shapes that leave partial
+    row and column tiles, with and without split-K."""
+    import importlib.util
+    import subprocess
+    import sys
+    from conftest import ROOT
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("Triton is not installed")
+    code = ("import torch; from ch16.gemv import gemv\n"
+            "torch.manual_seed(0)\n"
+            "for N, K in [(10, 300), (37, 1024), (64, 2048)]:\n"
+            "    w = torch.randn(N, K); x = torch.randn(1, K); ref = x @ w.T\n"
+            "    for cfg in [dict(BLOCK_N=4, BLOCK_K=256), dict(BLOCK_N=8, BLOCK_K=128, SPLIT_K=4),\n"
+            "                dict(BLOCK_N=16, BLOCK_K=512, SPLIT_K=2)]:\n"
+            "        y = gemv(x, w, **cfg)\n"
+            "        assert y.shape == ref.shape and torch.allclose(y, ref, rtol=1e-4, atol=1e-4), (N, K, cfg)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=200,
+                          env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_decode_profile_redraws_its_table_and_says_when_it_needs_a_gpu(tmp_path):
+    """The per-kernel-class table and figure from a run's JSON, a failed variant shown as failed; without a
+    GPU a measuring run is a one-line error and exit 2."""
+    import json
+    import sys
+    from ch16 import decode_profile as dp
+    row = {"ms": 1.0, "pct_of_floor": 53.4, "class_us": dict(zip(dp.CLASSES[:-1], (700.0, 100.0, 120.0, 30.0))),
+           "class_kernels": dict(zip(dp.CLASSES[:-1], (65, 32, 80, 32))), "idle_us": 50.0, "rel_vs_fp32": 0.011,
+           "rel_vs_eager": 0.007, "token_agrees": True}
+    doc = {"gpu": "H100", "torch": "2.11", "workload": "0.85B params", "bytes_per_step": 1.6e9, "copy_gbps": 3000.0,
+           "floor_ms": 0.534, "variants": {"fused": row, "broken": {"error": "InductorError: fp64"}}}
+    path = tmp_path / "decode_profile.json"
+    path.write_text(json.dumps(doc))
+    assert dp.main(["--redraw", str(path)]) == 0
+    table = (tmp_path / "decode_profile.md").read_text().splitlines()
+    (fused,) = [line for line in table if line.startswith("| fused |")]
+    assert [c.strip() for c in fused.strip("|").split("|")][:9] == ["fused", "1.000", "53.4", "700", "100", "120",
+                                                                   "30", "50", "209"]
+    assert any(line.startswith("| broken | **failed**: InductorError") for line in table)
+    assert (tmp_path / "decode_profile.png").read_bytes()[:4] == b"\x89PNG"
+    if not __import__("torch").cuda.is_available():
+        import subprocess
+        from conftest import ROOT
+        proc = subprocess.run([sys.executable, "ch16/decode_profile.py", "--out", str(tmp_path / "x")], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "needs a CUDA GPU" in proc.stderr
