@@ -150,14 +150,22 @@ def test_the_paged_kv_note_reports_the_memory_the_two_layouts_allocate():
     assert int(m[9]) > 2 * int(m[8])   # what paging is for: more requests in the same memory
 
 
-def test_paged_attention_kernel_under_the_triton_interpreter():
-    """The Triton kernel checked on the CPU with TRITON_INTERPRET=1, where Triton is installed."""
+def _run_interpreted(code: str, timeout: int = 200) -> None:
+    """Run `code` in a fresh Python with TRITON_INTERPRET=1 (Triton kernels on the CPU); skip without Triton."""
     import importlib.util
+    import os
     import subprocess
     import sys
     from conftest import ROOT
     if importlib.util.find_spec("triton") is None:
         pytest.skip("Triton is not installed")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_paged_attention_kernel_under_the_triton_interpreter():
+    """The Triton kernel checked on the CPU with TRITON_INTERPRET=1, where Triton is installed."""
     code = ("import torch; from ch16.paged import PagedKV, masked_attention, paged_attention\n"
             "torch.manual_seed(0); lengths = [5, 40, 17]\n"
             "kv = PagedKV(1, 2, 8, 16, lengths, torch.float32, 'cpu')\n"
@@ -165,9 +173,7 @@ def test_paged_attention_kernel_under_the_triton_interpreter():
             "ref = kv.attend_gather(0, q, pos, max(lengths))\n"
             "out = paged_attention(q, kv.k_pages[0], kv.v_pages[0], kv.table, pos + 1)\n"
             "assert torch.allclose(out, ref, atol=1e-5), (out - ref).abs().max()\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    _run_interpreted(code, timeout=120)
 
 
 def test_both_schedulers_generate_each_requests_greedy_tokens():
@@ -219,19 +225,11 @@ def test_padded_prefill_chunks_of_two_requests_in_turn_give_the_unpadded_logits_
 
 def test_split_kv_step_under_the_triton_interpreter():
     """The decode step with split-KV attention (uncompiled) against the eager step, TRITON_INTERPRET=1."""
-    import importlib.util
-    import subprocess
-    import sys
-    from conftest import ROOT
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("Triton is not installed")
     code = ("import torch; from ch16 import baseline_decode_graph as b, fused_step as s\n"
             "w = b.workload(1, 'cpu', quick=True); ref = b.prepare(w)()\n"
             "out = s.prepare_fused(w, compile=False, attention=s.split_kv_attention)()\n"
             "assert torch.allclose(out, ref, rtol=1e-4, atol=1e-4), (out - ref).abs().max()\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=200,
-                          env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    _run_interpreted(code, timeout=200)
 
 
 def _run_script(*args, timeout=120, **kw):
@@ -340,12 +338,6 @@ def test_the_fp64_check_catches_the_kernel_before_its_fix(tmp_path):
 def test_triton_gemv_under_the_interpreter_matches_a_matmul():
     """ch16/gemv.py's kernel (one row times W) on the CPU with TRITON_INTERPRET=1: shapes that leave partial
     row and column tiles, with and without split-K."""
-    import importlib.util
-    import subprocess
-    import sys
-    from conftest import ROOT
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("Triton is not installed")
     code = ("import torch; from ch16.gemv import gemv\n"
             "torch.manual_seed(0)\n"
             "for N, K in [(10, 300), (37, 1024), (64, 2048)]:\n"
@@ -354,9 +346,7 @@ def test_triton_gemv_under_the_interpreter_matches_a_matmul():
             "                dict(BLOCK_N=16, BLOCK_K=512, SPLIT_K=2)]:\n"
             "        y = gemv(x, w, **cfg)\n"
             "        assert y.shape == ref.shape and torch.allclose(y, ref, rtol=1e-4, atol=1e-4), (N, K, cfg)\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=200,
-                          env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    _run_interpreted(code, timeout=200)
 
 
 def test_decode_profile_redraws_its_table_and_says_when_it_needs_a_gpu(tmp_path):
