@@ -186,10 +186,16 @@ class KVCache:
     def write(self, i: int, input_pos, k, v):
         """Write k, v (B, Hkv, T, hd) at positions input_pos (T,) of layer i; return layer i's K and V.
 
-        One index_put_ on the whole cache tensor, every index given (layer, batch, head, position), rather
-        than index_copy_ on the layer's view k[i]: torch.compile keeps a write to its input tensor in place,
-        but lowered the write through the view as a copy of the whole cache at every layer (on the H100,
-        32 copies of 18 MB per llama-1b step: ch16/decode_profile.py)."""
+        Eager (and in a hand-captured graph): index_copy_ on the layer's view, one kernel each for K and V.
+        Under torch.compile: one index_put_ on the whole cache tensor, every index given (layer, batch,
+        head, position). Inductor keeps a write to its input tensor in place, but lowered the write through
+        the view as a copy of the whole cache at every layer (on the H100, 32 copies of 18 MB per llama-1b
+        step, 1.952 against 1.33 ms: profiles/h100/ch16-decode-f75b693); eager, the index tensors cost 9
+        more kernels per layer (graph step 2.75 against 2.51 ms: profiles/h100/ch16-01d9686)."""
+        if not torch.compiler.is_compiling():
+            self.k[i].index_copy_(2, input_pos, k)
+            self.v[i].index_copy_(2, input_pos, v)
+            return self.k[i], self.v[i]
         B, H, T = k.shape[:3]
         layer = torch.full((1, 1, 1), i, dtype=torch.long, device=k.device)
         b = torch.arange(B, device=k.device).view(B, 1, 1)

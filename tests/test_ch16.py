@@ -375,3 +375,28 @@ def test_decode_profile_redraws_its_table_and_says_when_it_needs_a_gpu(tmp_path)
         proc = subprocess.run([sys.executable, "ch16/decode_profile.py", "--out", str(tmp_path / "x")], cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "needs a CUDA GPU" in proc.stderr
+
+
+def test_the_cache_write_under_torch_compile_matches_the_eager_write():
+    """KVCache.write takes another path under torch.compile (one index_put_ on the whole cache, which Inductor
+    keeps in place) than eager (index_copy_ on the layer's view): the same step must leave the same cache
+    and logits both ways. Traced by Dynamo on the CPU (aot_eager: no kernels compiled)."""
+    from ch16 import baseline_decode_graph as b
+    from ch16.model import KVCache, decode_step
+    w = b.workload(3, "cpu", quick=True)
+    token, pos, k0, v0 = (w.inputs[n] for n in ("token", "input_pos", "k_cache", "v_cache"))
+    model = w.inputs["model"]
+    runs = {}
+    for name in ("eager", "compiled"):
+        k, v = k0.clone(), v0.clone()
+
+        def step(token, pos, k, v):
+            return decode_step(model, KVCache(k, v), token, pos)
+        fn = step if name == "eager" else torch.compile(step, backend="aot_eager", fullgraph=True)
+        with torch.no_grad():
+            runs[name] = (fn(token, pos, k, v), k, v)
+    (out_e, k_e, v_e), (out_c, k_c, v_c) = runs["eager"], runs["compiled"]
+    written = int(pos)
+    assert not torch.equal(k_e[:, :, :, written], k0[:, :, :, written])     # the step wrote its position
+    assert torch.equal(k_c, k_e) and torch.equal(v_c, v_e)
+    assert torch.allclose(out_c, out_e, rtol=1e-5, atol=1e-5)
