@@ -7,9 +7,9 @@ the pair runs and verifies, and their times are not results.
 
 Bound: memory, in principle: at batch 1 every weight is read once per token, 1.70 GB + 36 MB of KV
 ≈ 0.58 ms at the H100's measured ~3.0 TB/s copy bandwidth; that floor is this pair's ceiling. Eager,
-the step is launch-bound instead: 1036 kernels a token (65 per layer), each behind ~10 µs of Python and
-dispatcher; on the H100 the GPU is busy 2.5 ms of a 12.8 ms step (ch16/decode_profile.py,
-profiles/h100/ch16-01d9686/decode_profile.md).
+the step is launch-bound instead: 892 kernels a token (about 56 per layer), each behind ~10 µs of Python
+and dispatcher; on the H100 the GPU is busy 2.3 ms of a 16.9 ms step (ch16/decode_profile.py,
+profiles/h100/ch16-c8b4e68/decode_profile.md).
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
