@@ -5,8 +5,9 @@ On a CPU (and --quick): the small model, fp32, context 256 (quick 64).
 The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
 the pair runs and verifies, and their times are not results.
 
-Bound: memory, in principle: at batch 1 every weight is read once per token, 1.70 GB + 36 MB of KV
-≈ 0.58 ms at the H100's measured ~3.0 TB/s copy bandwidth; that floor is this pair's ceiling. Eager,
+Bound: memory, in principle: at batch 1 every weight is read once per token, 1.608 GB with the KV as the
+workload counts it, 0.534 ms at the H100's measured 3008 GB/s copy rate; that floor is this pair's
+ceiling (profiles/h100/ch16-c8b4e68/decode_profile.md). Eager,
 the step is launch-bound instead: 892 kernels a token (about 56 per layer), each behind ~10 µs of Python
 and dispatcher; on the H100 the GPU is busy 2.3 ms of a 16.9 ms step (ch16/decode_profile.py,
 profiles/h100/ch16-c8b4e68/decode_profile.md).

@@ -125,3 +125,26 @@ def compiled_replay(step, args, static=(), round_like_eager: bool = True):
     def call():
         return fn(*args)
     return call
+
+
+def gpu_copy_rate(script: str, given: float | None = None) -> tuple[float | None, str | None]:
+    """(copy rate in GB/s, None) for a measurement script on this GPU, or (None, a one-line error): no GPU, or no
+    measured rate (`python benchmark.py --peaks` caches it; `given` overrides it)."""
+    if not torch.cuda.is_available():
+        return None, f"error: {script} needs a CUDA GPU; none is visible to PyTorch"
+    gbps = given or measured_copy_gbps()
+    if gbps is None:
+        return None, ("error: no measured copy rate for this GPU: run `python benchmark.py --peaks` first, "
+                      "or pass --copy-gbps")
+    return gbps, None
+
+
+def measured_copy_gbps(device=None) -> float | None:
+    """This GPU's measured copy rate (GB/s) from the ceilings `python benchmark.py --peaks` caches, or None."""
+    import json
+    from common.peaks import peaks_path
+    path = peaks_path(torch.device(device or "cuda"))
+    try:
+        return float(json.loads(path.read_text())["copy_gbps"])
+    except (OSError, ValueError, KeyError):
+        return None

@@ -10,15 +10,17 @@ llama-1b configuration, bf16, batch 1, context 1024):
 1. time per step: CUDA events over 200 back-to-back calls (after 10 warm-up calls);
 2. torch.profiler over 20 calls: every GPU kernel's time, summed by class (matrix products, attention,
    norms and element-wise, cache writes and copies), per token; the rest of the step's time is idle
-   (the GPU waiting on the host or on launches). Classes go by kernel name: where attention is written as
-   two batched matmuls (the model's attend()), cuBLAS runs them and they count as matrix products;
-3. the logits of one call against the fp32 step (the same weights and cache cast to fp32), and against
-   the eager bf16 step: relative error, and whether the greedy token agrees where the fp32 step's top-two
-   margin is over the bf16 tolerance.
-Writes DIR/decode_profile.json (after each variant, so a stopped run keeps what it measured, with the 40
-longest kernels of each variant and their class), DIR/decode_profile.md (the table) and
-DIR/decode_profile.png: one stacked bar per variant against the floor (every weight read once at the measured copy rate). A measurement script, not a pair:
-the pair's figures come from benchmark.py.
+   (the GPU waiting on the host or on launches). Classes go by kernel name, so they are approximate:
+   where attention is two batched matmuls (the model's attend()) cuBLAS runs them and they count as
+   matrix products; "cache writes and copies" holds every copy kernel, dtype casts (eager's bf16 <-> fp32
+   round trips) and the rotary's cat among them; the JSON keeps the 40 longest kernels of each variant;
+3. the logits of one call against the fp32 step (the same weights and cache cast to fp32) and against the
+   eager bf16 step (relative error), and whether its greedy token is the fp32 step's (one token: the fp32
+   step's top-two margin is reported beside it).
+Writes DIR/decode_profile.json (after each variant, so a stopped run keeps what it measured),
+DIR/decode_profile.md (the table) and DIR/decode_profile.png (one stacked bar per variant against the floor:
+every weight read once at the measured copy rate). A measurement script, not a pair: the pair's figures
+come from benchmark.py.
 """
 from __future__ import annotations
 
@@ -35,9 +37,9 @@ import torch  # noqa: E402
 CLASSES = ("matrix products", "attention", "norms and element-wise", "cache writes and copies", "idle")
 # Kernel names, lower-cased, by class; checked in this order (a name matching two classes takes the first).
 PATTERNS = (
-    ("attention", ("flash", "fmha", "attention", "sdpa", "paged_decode", "_attn", "softmax")),
+    ("attention", ("flash", "fmha", "attention", "sdpa", "paged_decode", "_attn", "softmax", "cudnn")),
     ("matrix products", ("gemv", "gemm", "nvjet", "cutlass", "xmma", "splitk", "cublas", "sm90_", "sm80_",
-                         "triton_tem", "_mm_", "matmul", "gemv_kernel")),
+                         "triton_tem", "_mm_", "matmul")),
     ("cache writes and copies", ("memcpy", "memset", "index_copy", "indexcopy", "index_put", "scatter",
                                  "copy_kernel", "catarray")),
 )
@@ -51,15 +53,20 @@ def kernel_class(name: str) -> str:
     return "norms and element-wise"
 
 
+NAMES = ("eager", "graph", "compile (rounding like eager)", "compile", "compile, fused weights",
+         "compile, fused weights, SDPA", "compile, fused weights, Triton GEMV",
+         "compile, fused weights, SDPA, Triton GEMV", "fused (pair variant)")
+
+
 def candidates():
-    """name -> prepare(w): the pair's variants, then steps not (yet) in the pair."""
+    """name -> prepare(w), in NAMES' order: the pair's variants and steps not (yet) in the pair."""
     from ch16 import baseline_decode_graph as eager, optimized_decode_graph as graph
     from ch16 import optimized_decode_graph_compile as comp, optimized_decode_graph_fused as fused
     from ch16.fused_step import prepare_fused, sdpa_attention
     from ch16.gemv import linear
 
     default = dict(round_like_eager=False)   # Inductor's own rounding (fp32 intermediates)
-    return {
+    table = {
         "eager": eager.prepare,
         "graph": graph.prepare,
         "compile (rounding like eager)": comp.prepare,
@@ -71,6 +78,8 @@ def candidates():
             lambda w: prepare_fused(w, attention=sdpa_attention, linear=linear, **default),
         "fused (pair variant)": fused.prepare,
     }
+    assert tuple(table) == NAMES
+    return table
 
 
 def per_step_ms(fn, n=200, warmup=10) -> float:
@@ -164,8 +173,9 @@ def markdown(doc: dict) -> str:
              "vs eager bf16 | greedy token = fp32's |",
              "| --- | ---: | ---: | " + " | ".join("---:" for _ in CLASSES) + " | ---: | ---: | ---: | --- |"]
     for name, r in doc["variants"].items():
-        if "error" in r:
-            lines.append(f"| {name} | **failed**: {r['error'][:200]} |" + " |" * (len(CLASSES) + 6))
+        if "error" in r:   # the header's 12 columns: the name, the error, 10 empty
+            first = r["error"].splitlines()[0] if r["error"] else ""
+            lines.append(f"| {name} | **failed**: {first[:200]} |" + " |" * (len(CLASSES) + 5))
             continue
         us = [r["class_us"][c] for c in CLASSES[:-1]] + [r["idle_us"]]
         lines.append(f"| {name} | {r['ms']:.3f} | {r['pct_of_floor']:.1f} | " + " | ".join(f"{u:.0f}" for u in us) +
@@ -181,31 +191,36 @@ def write_report(doc: dict, out_dir: Path) -> None:
 
 
 def main(argv=None) -> int:
-    names = list(candidates()) if torch.cuda.is_available() else []
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()),
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--variants", nargs="+", metavar="NAME", help="a subset, by name (default: all)")
+    ap.add_argument("--variants", nargs="+", metavar="NAME", help="a subset, by name, quoted (default: all): "
+                    + "; ".join(f'"{n}"' for n in NAMES))
     ap.add_argument("--out", default="profiles/decode_profile", help="folder for the JSON and the figure")
-    ap.add_argument("--copy-gbps", type=float, help="the copy rate for the floor (default: the cached ceiling)")
+    ap.add_argument("--copy-gbps", type=float, help="the copy rate for the floor (default: this GPU's measured "
+                    "ceiling, from `python benchmark.py --peaks`)")
     ap.add_argument("--redraw", metavar="JSON", help="write the table and figure again from a run's JSON "
                     "(beside it; no GPU needed)")
     a = ap.parse_args(argv)
     if a.redraw:
         path = Path(a.redraw)
-        write_report(json.loads(path.read_text()), path.parent)
-        print(f"wrote {path.with_suffix('.md')}, {path.with_suffix('.png')}")
+        try:
+            write_report(json.loads(path.read_text()), path.parent)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"error: cannot redraw from {path}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
+        print(f"wrote decode_profile.md and decode_profile.png in {path.parent}")
         return 0
-    if not torch.cuda.is_available():
-        print("error: ch16/decode_profile.py needs a CUDA GPU; none is visible to PyTorch", file=sys.stderr)
+    unknown = [n for n in a.variants or [] if n not in NAMES]
+    if unknown:
+        print(f"error: unknown variant(s) {unknown}; known: {list(NAMES)}", file=sys.stderr)
+        return 2
+    from ch16.decode import decode_workload, gpu_copy_rate
+    from ch16.model import KVCache, cast_model, decode_step
+    gbps, error = gpu_copy_rate("ch16/decode_profile.py", a.copy_gbps)
+    if error:
+        print(error, file=sys.stderr)
         return 2
     table = candidates()
-    unknown = [n for n in a.variants or [] if n not in table]
-    if unknown:
-        print(f"error: unknown variant(s) {unknown}; known: {list(table)}", file=sys.stderr)
-        return 2
-    from ch16.decode import decode_workload
-    from ch16.model import KVCache, cast_model, decode_step
-    gbps = a.copy_gbps or _cached_copy_gbps()
     w = decode_workload(0, "cuda", False, batch=1, context=1024)
     model = w.inputs["model"]
     k0, v0 = w.inputs["k_cache"].clone(), w.inputs["v_cache"].clone()
@@ -213,6 +228,8 @@ def main(argv=None) -> int:
     def reset():  # every variant starts from the prefilled cache (a step writes one position of it)
         w.inputs["k_cache"].copy_(k0)
         w.inputs["v_cache"].copy_(v0)
+    ref = table["eager"](w)().float().cpu()   # the eager bf16 step, whatever variants are selected
+    reset()
     with torch.no_grad():
         m32 = cast_model(copy.deepcopy(model), dtype=torch.float32)
         truth = decode_step(m32, KVCache(k0.float(), v0.float()), w.inputs["token"], w.inputs["input_pos"])
@@ -224,7 +241,6 @@ def main(argv=None) -> int:
     doc = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "workload": w.note,
            "bytes_per_step": w.bytes_moved, "copy_gbps": gbps, "floor_ms": w.bytes_moved / gbps / 1e6,
            "variants": {}}
-    ref = None
     for name in a.variants or list(table):
         print(f"== {name}", flush=True)
         row: dict = {}
@@ -237,10 +253,7 @@ def main(argv=None) -> int:
             torch.cuda.synchronize()
             row["prepare_s"] = round(time.perf_counter() - t0, 1)
             reset()
-            out = fn().float().cpu()
-            if ref is None and name == "eager":
-                ref = out
-            row.update(compare(out, ref if ref is not None else out, truth))
+            row.update(compare(fn().float().cpu(), ref, truth))
             row["ms"] = per_step_ms(fn)
             row.update(kernel_times(fn))
             row["idle_us"] = max(0.0, row["ms"] * 1e3 - sum(row["class_us"].values()))
@@ -253,12 +266,6 @@ def main(argv=None) -> int:
     write_report(doc, out_dir)
     print(f"wrote decode_profile.json, .md and .png in {out_dir}")
     return 0
-
-
-def _cached_copy_gbps() -> float:
-    for path in sorted(Path(__file__).resolve().parents[1].glob("profiles/peaks/cuda-*.json")):
-        return float(json.loads(path.read_text())["copy_gbps"])
-    return 3000.0
 
 
 if __name__ == "__main__":

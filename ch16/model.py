@@ -190,8 +190,9 @@ class KVCache:
         Under torch.compile: one index_put_ on the whole cache tensor, every index given (layer, batch,
         head, position). Inductor keeps a write to its input tensor in place, but lowered the write through
         the view as a copy of the whole cache at every layer (on the H100, 32 copies of 18 MB per llama-1b
-        step, 1.952 against 1.33 ms: profiles/h100/ch16-decode-f75b693); eager, the index tensors cost 9
-        more kernels per layer (graph step 2.75 against 2.51 ms: profiles/h100/ch16-01d9686)."""
+        step: profiles/h100/ch16-decode-f75b693; the compiled step 1.952 ms at b86fd00, 1.33 ms at 01d9686).
+        Eager, the index tensors cost 9 more kernels per layer (the hand-captured graph step 2.75 ms at
+        01d9686, 2.507 ms at c8b4e68 with index_copy_: profiles/h100/ch16-01d9686, ch16-c8b4e68)."""
         if not torch.compiler.is_compiling():
             self.k[i].index_copy_(2, input_pos, k)
             self.v[i].index_copy_(2, input_pos, v)

@@ -21,7 +21,7 @@ step() { local name=$1 limit=$2; shift 2; echo "== $name" >&2
   [ $r -eq 0 ] || { rc=1; failed="$failed $name"; }; return 0; }
 run_part() {
   case $1 in
-    decode)  # peaks first (cached per machine); the pair took 44-70 s at 01d9686-c3b48ba (two compiled variants)
+    decode)  # peaks first (cached per machine); the pair took 44-77 s at 135e97c-c8b4e68 (two compiled variants)
       TAIL=40 step benchmark_ch16_decode 300 $py benchmark.py --peaks --pair decode_graph --output "$work/ch16_decode"
       # the step by kernel class per token, and each variant against an fp32 step (compiles: 20-27 s each)
       TAIL=8 step decode_profile 200 $py ch16/decode_profile.py --variants eager graph "compile (rounding like eager)" \
