@@ -7,10 +7,12 @@ model is the ~1B configuration in bf16; on a CPU, and in a quick run, the small 
 from __future__ import annotations
 
 import contextlib
+import json
 
 import torch
 
 from common import Workload
+from common.peaks import peaks_path
 from ch16.model import CONFIGS, KVCache, Transformer, build_model, prefill, random_tokens
 
 MODEL_SEED = 0
@@ -141,8 +143,6 @@ def gpu_copy_rate(script: str, given: float | None = None) -> tuple[float | None
 
 def measured_copy_gbps(device=None) -> float | None:
     """This GPU's measured copy rate (GB/s) from the ceilings `python benchmark.py --peaks` caches, or None."""
-    import json
-    from common.peaks import peaks_path
     path = peaks_path(torch.device(device or "cuda"))
     try:
         return float(json.loads(path.read_text())["copy_gbps"])
