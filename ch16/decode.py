@@ -110,16 +110,17 @@ def compile_like_eager():
     return torch._inductor.config.patch(emulate_precision_casts=True)
 
 
-def compiled_replay(step, args, static=(), round_like_eager: bool = True):
+def compiled_replay(step, args, static=(), round_like_eager: bool = True, inductor: dict | None = None):
     """step(*args) under torch.compile(mode="reduce-overhead"): compiled, recorded as a CUDA graph, and
     returned as call() -> step(*args), each call a replay. `static` tensors (the cache, weights that are not
     the model's parameters) are read and written where they are; any other tensor input is copied into the
-    graph's own buffers at every replay. round_like_eager: compile inside compile_like_eager()."""
+    graph's own buffers at every replay. round_like_eager: compile inside compile_like_eager(); inductor:
+    more Inductor settings for the compilation (e.g. {"triton.enable_pdl": True})."""
     for t in static:
         torch._dynamo.mark_static_address(t)
     fn = torch.compile(step, mode="reduce-overhead", fullgraph=True)
     rounding = compile_like_eager() if round_like_eager else contextlib.nullcontext()
-    with torch.no_grad(), rounding:
+    with torch.no_grad(), rounding, torch._inductor.config.patch(inductor or {}):
         for _ in range(3):  # compile, record, then replay
             fn(*args)
 

@@ -55,7 +55,7 @@ def kernel_class(name: str) -> str:
 
 NAMES = ("eager", "graph", "compile (rounding like eager)", "compile", "compile, fused weights",
          "compile, fused weights, SDPA", "compile, fused weights, Triton GEMV",
-         "compile, fused weights, SDPA, Triton GEMV", "fused (pair variant)")
+         "compile, fused weights, SDPA, Triton GEMV", "fused (pair variant)", "fused, Inductor PDL")
 
 
 def candidates():
@@ -77,6 +77,10 @@ def candidates():
         "compile, fused weights, SDPA, Triton GEMV":
             lambda w: prepare_fused(w, attention=sdpa_attention, linear=linear, **default),
         "fused (pair variant)": fused.prepare,
+        # Inductor's kernels launched with programmatic dependent launch (Hopper): each may start while the
+        # one before drains, waiting (griddepcontrol.wait) only where it reads that kernel's output
+        "fused, Inductor PDL": lambda w: prepare_fused(w, attention=sdpa_attention, linear=linear,
+                                                       inductor={"triton.enable_pdl": True}),
     }
     assert tuple(table) == NAMES
     return table

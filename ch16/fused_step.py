@@ -69,7 +69,8 @@ def fused_forward(model: Transformer, fused: list[dict], tokens, input_pos, k_ca
     return linear(model.norm(x), model.output.weight)
 
 
-def prepare_fused(w, compile: bool = True, attention=None, linear=F.linear, round_like_eager: bool = True):
+def prepare_fused(w, compile: bool = True, attention=None, linear=F.linear, round_like_eager: bool = True,
+                  inductor: dict | None = None):
     model = w.inputs["model"]
     token, pos, k, v = (w.inputs[n] for n in ("token", "input_pos", "k_cache", "v_cache"))
     fused = fuse_weights(model)
@@ -81,7 +82,8 @@ def prepare_fused(w, compile: bool = True, attention=None, linear=F.linear, roun
     # The fused weights are static too: not being the model's parameters, they would otherwise be copied
     # into the graph's buffers at every replay (on the H100: 34 copies, 0.67 ms of a 2.46 ms step).
     weights = [t for layer in fused for t in layer.values() if isinstance(t, torch.Tensor)]
-    return compiled_replay(step, (token, pos, k, v), static=[k, v, *weights], round_like_eager=round_like_eager)
+    return compiled_replay(step, (token, pos, k, v), static=[k, v, *weights], round_like_eager=round_like_eager,
+                           inductor=inductor)
 
 
 def split_kv_attention(q, k_layer, v_layer, input_pos):
