@@ -55,14 +55,17 @@ def kernel_class(name: str) -> str:
 
 NAMES = ("eager", "graph", "compile (rounding like eager)", "compile", "compile, fused weights",
          "compile, fused weights, SDPA", "compile, fused weights, Triton GEMV",
-         "compile, fused weights, SDPA, Triton GEMV", "fused (pair variant)", "fused, Inductor PDL")
+         "compile, fused weights, SDPA, Triton GEMV", "fused (pair variant)", "fused, Inductor PDL",
+         "PDL step (pair variant)", "PDL step, PDL off")
 
 
 def candidates():
     """name -> prepare(w), in NAMES' order: the pair's variants and steps not (yet) in the pair."""
     from ch16 import baseline_decode_graph as eager, optimized_decode_graph as graph
     from ch16 import optimized_decode_graph_compile as comp, optimized_decode_graph_fused as fused
+    from ch16 import optimized_decode_graph_pdl as pdl
     from ch16.fused_step import prepare_fused, sdpa_attention
+    from ch16.pdl_step import prepare_pdl
     from ch16.gemv import linear
 
     default = dict(round_like_eager=False)   # Inductor's own rounding (fp32 intermediates)
@@ -81,6 +84,8 @@ def candidates():
         # one before drains, waiting (griddepcontrol.wait) only where it reads that kernel's output
         "fused, Inductor PDL": lambda w: prepare_fused(w, attention=sdpa_attention, linear=linear,
                                                        inductor={"triton.enable_pdl": True}),
+        "PDL step (pair variant)": pdl.prepare,
+        "PDL step, PDL off": lambda w: prepare_pdl(w, pdl=False),   # the same 98 kernels, launched plainly
     }
     assert tuple(table) == NAMES
     return table
