@@ -37,9 +37,10 @@ import torch  # noqa: E402
 CLASSES = ("matrix products", "attention", "norms and element-wise", "cache writes and copies", "idle")
 # Kernel names, lower-cased, by class; checked in this order (a name matching two classes takes the first).
 PATTERNS = (
-    ("attention", ("flash", "fmha", "attention", "sdpa", "paged_decode", "_attn", "softmax", "cudnn")),
+    ("attention", ("flash", "fmha", "attention", "sdpa", "paged_decode", "_attn", "softmax", "cudnn",
+                   "_merge_kernel")),
     ("matrix products", ("gemv", "gemm", "nvjet", "cutlass", "xmma", "splitk", "cublas", "sm90_", "sm80_",
-                         "triton_tem", "_mm_", "matmul")),
+                         "triton_tem", "_mm_", "matmul", "_linear_kernel", "_qkv_kernel")),
     ("cache writes and copies", ("memcpy", "memset", "index_copy", "indexcopy", "index_put", "scatter",
                                  "copy_kernel", "catarray")),
 )

@@ -41,6 +41,9 @@ except ImportError:
 SPLITS = 32      # attention programs per KV head (each reads up to BLOCK_S cached positions at a time)
 BLOCK_S = 64
 ROWS = 16        # query rows of one attention program's tile (the group's query heads, padded for tl.dot)
+# (rows of W per program, warps) by product: the best of a probe on the H100 (scripts/pdl_probe.py, c0c3e3c:
+# 0.709 ms a step against 0.719 with 4 rows and 4 warps everywhere, 8 warps for the down projection)
+BLOCKS = {"qkv": (8, 4), "wo": (8, 8), "w13": (4, 4), "w2": (2, 4), "head": (4, 4)}
 
 if triton is not None:
     @triton.jit
@@ -139,12 +142,20 @@ if triton is not None:
         [0, pos]; writes the unnormalised output (G, HD) and the running max and sum of each head."""
         h = tl.program_id(0)
         s = tl.program_id(1)
-        length = tl.load(pos_ptr) + 1
+        pos = tl.load(pos_ptr)                    # written before the graph runs, not by the last kernel
+        length = pos + 1
         span = tl.cdiv(tl.cdiv(length, SPLITS), BLOCK_S) * BLOCK_S
         start = s * span
         end = tl.minimum(start + span, length)
         r = tl.arange(0, ROWS)
         d = tl.arange(0, HD)
+        # The cached positions before pos are older than this step: load the first block of them before
+        # the wait. Only position pos (this step's K and V) comes from the kernel before.
+        keys = start + tl.arange(0, BLOCK_S)
+        old = (keys < end) & (keys < pos)
+        offs = (h * MAXLEN + keys[:, None]) * HD + d[None, :]
+        k_old = tl.load(k_ptr + offs, mask=old[:, None], other=0.0)
+        v_old = tl.load(v_ptr + offs, mask=old[:, None], other=0.0)
         _start(PDL)
         q = tl.load(q_ptr + (h * G + r[:, None]) * HD + d[None, :], mask=r[:, None] < G, other=0.0)
         m = tl.full((ROWS,), float("-inf"), tl.float32)
@@ -153,9 +164,15 @@ if triton is not None:
         for k0 in range(start, end, BLOCK_S):
             keys = k0 + tl.arange(0, BLOCK_S)
             ok = keys < end
+            first = k0 == start
+            lo = tl.where(first, pos, 0)             # what was not loaded before the wait: keys >= lo
+            rest = ok & (keys >= lo)
             offs = (h * MAXLEN + keys[:, None]) * HD + d[None, :]
-            k = tl.load(k_ptr + offs, mask=ok[:, None], other=0.0)
-            v = tl.load(v_ptr + offs, mask=ok[:, None], other=0.0)
+            k = tl.load(k_ptr + offs, mask=rest[:, None], other=0.0)
+            v = tl.load(v_ptr + offs, mask=rest[:, None], other=0.0)
+            if first:           # the two loads are disjoint: adding one to the other's zeros is exact
+                k += k_old
+                v += v_old
             sc = tl.dot(q, tl.trans(k)).to(q.dtype).to(tl.float32) * scale   # eager: bf16 scores
             sc = tl.where(ok[None, :], sc, float("-inf"))
             m_new = tl.maximum(m, tl.max(sc, axis=1))
@@ -202,7 +219,8 @@ class PDLStep:
     Everything a step launches reads and writes buffers allocated here once (so the launches can be
     captured in a CUDA graph and replayed); per call the step reads `token` and `input_pos` in place."""
 
-    def __init__(self, model, k_cache, v_cache, token, input_pos, pdl: bool | None = None, blocks=None):
+    def __init__(self, model, k_cache, v_cache, token, input_pos, pdl: bool | None = None, blocks=None,
+                 splits: int = SPLITS):
         if triton is None:
             raise RuntimeError("the PDL step needs Triton")
         c = model.cfg
@@ -223,10 +241,11 @@ class PDLStep:
         empty = lambda *shape, dtype=dt: torch.empty(shape, device=dev, dtype=dtype)  # noqa: E731
         self.x, self.q, self.o = empty(c.dim), empty(c.n_heads * hd), empty(c.n_heads * hd)
         self.h, self.logits = empty(c.hidden_dim), empty(1, c.vocab_size)
-        self.acc = empty(c.n_heads, SPLITS, hd, dtype=torch.float32)
-        self.ml = empty(c.n_heads, SPLITS, 2, dtype=torch.float32)
+        self.splits = splits   # a power of two
+        self.acc = empty(c.n_heads, splits, hd, dtype=torch.float32)
+        self.ml = empty(c.n_heads, splits, 2, dtype=torch.float32)
         # rows per program (a power of two dividing the head size) and warps, by product
-        self.blocks = blocks or {"qkv": (4, 4), "wo": (4, 4), "w13": (4, 4), "w2": (2, 8), "head": (4, 4)}
+        self.blocks = blocks or dict(BLOCKS)
 
     def _linear(self, x, g, w, out, epilogue, which, norm=True):
         n_rows, warps = self.blocks[which]
@@ -246,10 +265,10 @@ class PDLStep:
                 self.x, w["g_attn"], w["wqkv"], self.cos, self.sin, self.pos, self.q, self.k[i], self.v[i], c.dim,
                 c.norm_eps, self.k.shape[3], NQ=nq, NKV=nkv, HD=hd, BLOCK_N=n_rows,
                 BLOCK_K=triton.next_power_of_2(c.dim), num_warps=warps, **kw)
-            _attention_kernel[(c.n_kv_heads, SPLITS)](
+            _attention_kernel[(c.n_kv_heads, self.splits)](
                 self.q, self.k[i], self.v[i], self.pos, self.acc, self.ml, self.k.shape[3], 1.0 / math.sqrt(hd),
-                G=c.n_heads // c.n_kv_heads, HD=hd, SPLITS=SPLITS, BLOCK_S=BLOCK_S, ROWS=ROWS, num_warps=4, **kw)
-            _merge_kernel[(c.n_heads,)](self.acc, self.ml, self.o, HD=hd, SPLITS=SPLITS, num_warps=1, **kw)
+                G=c.n_heads // c.n_kv_heads, HD=hd, SPLITS=self.splits, BLOCK_S=BLOCK_S, ROWS=ROWS, num_warps=4, **kw)
+            _merge_kernel[(c.n_heads,)](self.acc, self.ml, self.o, HD=hd, SPLITS=self.splits, num_warps=1, **kw)
             self._linear(self.o, None, w["wo"], self.x, 1, "wo", norm=False)
             self._linear(self.x, w["g_ffn"], w["w13"], self.h, 2, "w13")
             self._linear(self.h, None, w["w2"], self.x, 1, "w2", norm=False)

@@ -24,8 +24,9 @@ run_part() {
     decode)  # peaks first (cached per machine); the pair took 44-77 s at 135e97c-c8b4e68 (two compiled variants)
       TAIL=40 step benchmark_ch16_decode 300 $py benchmark.py --peaks --pair decode_graph --output "$work/ch16_decode"
       # the step by kernel class per token, and each variant against an fp32 step (compiles: 20-27 s each)
-      TAIL=8 step decode_profile 200 $py ch16/decode_profile.py --variants eager graph "compile (rounding like eager)" \
-        "fused (pair variant)" --out "$work/ch16_decode/profile"
+      TAIL=8 step decode_profile 300 $py ch16/decode_profile.py --variants eager graph "compile (rounding like eager)" \
+        "fused (pair variant)" "fused, Inductor PDL" "PDL step (pair variant)" "PDL step, PDL off" \
+        --out "$work/ch16_decode/profile"
       cp profiles/peaks/cuda-*.json "$work/" 2>/dev/null ;;
     serving)
       TAIL=40 step benchmark_ch16_serving 570 $py benchmark.py --pair kv_cache --pair speculative --pair paged_kv \

@@ -10,17 +10,15 @@ k0, v0 = w.inputs["k_cache"].clone(), w.inputs["v_cache"].clone()
 ref = eager.prepare(w)().float()
 def reset():
     w.inputs["k_cache"].copy_(k0); w.inputs["v_cache"].copy_(v0)
-base = {"qkv": (4, 4), "wo": (4, 4), "w13": (4, 4), "w2": (2, 8), "head": (4, 4)}
-trials = [("base", base, True), ("base, pdl off", base, False)]
-for key in base:
-    for rows, warps in [(2, 4), (4, 8), (8, 4), (8, 8), (2, 8), (4, 4)]:
-        b = dict(base); b[key] = (rows, warps)
-        if b != base and not (key in ("qkv",) and rows > 64):
-            trials.append((f"{key}={rows}x{warps}", b, True))
-for name, blocks, pdl in trials:
+from ch16.pdl_step import BLOCKS as base
+old = {"qkv": (4, 4), "wo": (4, 4), "w13": (4, 4), "w2": (2, 8), "head": (4, 4)}
+trials = [("default", base, True, 32), ("default, pdl off", base, False, 32), ("c0c3e3c blocks", old, True, 32),
+          ("splits 16", base, True, 16), ("splits 64", base, True, 64), ("head 8x8", dict(base, head=(8, 8)), True, 32),
+          ("w13 8x8", dict(base, w13=(8, 8)), True, 32)]
+for name, blocks, pdl, splits in trials:
     try:
         reset()
-        st = PDLStep(w.inputs["model"], w.inputs["k_cache"], w.inputs["v_cache"], w.inputs["token"], w.inputs["input_pos"], pdl=pdl, blocks=blocks)
+        st = PDLStep(w.inputs["model"], w.inputs["k_cache"], w.inputs["v_cache"], w.inputs["token"], w.inputs["input_pos"], pdl=pdl, blocks=blocks, splits=splits)
         fn = capture_graph(st)
         reset(); out = fn().float()
         err = ((out - ref).norm() / ref.norm()).item()
