@@ -8,7 +8,7 @@ third of the step in ~150 small kernels between them. Two ideas close that gap:
   split over the cache (flash-decoding), (3) the merge of its partial softmaxes, (4) the output projection
   + the residual add, (5) RMSNorm + the fused gate/up product + SiLU(gate) * up, (6) the down projection +
   the residual add. Norms, rotary, cache writes and activations live in the products' prologues and
-  epilogues, so the step is 16 x 6 + 2 kernels.
+  epilogues (the embedding lookup in the first QKV kernel's), so the step is 16 x 6 + 1 kernels.
 - PDL (Hopper): each kernel is launched with the programmatic-stream-serialization attribute and signals
   `griddepcontrol.launch_dependents` as it starts, so the next kernel's programs start on SMs that free
   up while this one drains. A product's weights do not depend on the kernel before it, so each program
@@ -95,11 +95,12 @@ if triton is not None:
 
     @triton.jit
     def _qkv_kernel(x_ptr, g_ptr, w_ptr, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_ptr, v_ptr, K, eps, MAXLEN,
-                    NQ: tl.constexpr, NKV: tl.constexpr, HD: tl.constexpr,
-                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+                    emb_ptr, tok_ptr, NQ: tl.constexpr, NKV: tl.constexpr, HD: tl.constexpr,
+                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EMBED: tl.constexpr, PDL: tl.constexpr):
         """RMSNorm, then BLOCK_N rows of the fused QKV product (Q and K rows interleaved per head as
         (i, i + HD/2) pairs), rotary on Q and K, Q stored to q_ptr, K and V written into this layer's cache
-        (k_ptr, v_ptr: (Hkv, MAXLEN, HD)) at the position pos_ptr holds."""
+        (k_ptr, v_ptr: (Hkv, MAXLEN, HD)) at the position pos_ptr holds. EMBED (the first layer): the input
+        is the token's row of the embedding table, which program 0 also copies to x_ptr (the residual)."""
         row0 = tl.program_id(0) * BLOCK_N
         rows = row0 + tl.arange(0, BLOCK_N)
         cols = tl.arange(0, BLOCK_K)
@@ -111,8 +112,15 @@ if triton is not None:
         pair = (row0 % HD) // 2 + tl.arange(0, BLOCK_N // 2)
         cos = tl.load(cos_ptr + pos * HD + pair)  # the tables repeat: cos[:, i] == cos[:, i + HD/2]
         sin = tl.load(sin_ptr + pos * HD + pair)
+        if EMBED:               # the token and the table come from before the graph: no wait needed for them
+            src = emb_ptr + tl.load(tok_ptr) * K
+        else:
+            src = x_ptr
         _start(PDL)
-        x = _normed(x_ptr, g, K, eps, BLOCK_K, True)
+        x = _normed(src, g, K, eps, BLOCK_K, True)
+        if EMBED:
+            if tl.program_id(0) == 0:
+                tl.store(x_ptr + cols, tl.load(src + cols, mask=cols < K), mask=cols < K)
         y = tl.sum(w.to(tl.float32) * x[None, :], axis=1).to(q_ptr.dtype.element_ty)
         a, b = tl.split(tl.reshape(y, (BLOCK_N // 2, 2)))
         if row0 < NQ + NKV:     # Q or K: rotate the pair (a, b) = (x_i, x_{i+HD/2}), store at i and i+HD/2
@@ -257,14 +265,13 @@ class PDLStep:
     def __call__(self):
         c, hd = self.cfg, self.cfg.head_dim
         nq, nkv = c.n_heads * hd, c.n_kv_heads * hd
-        torch.index_select(self.model.tok_embeddings.weight, 0, self.token.view(1), out=self.x.view(1, -1))
         kw = dict(PDL=self.pdl, launch_pdl=self.pdl)
         for i, w in enumerate(self.layers):
             n_rows, warps = self.blocks["qkv"]
             _qkv_kernel[((nq + 2 * nkv) // n_rows,)](
                 self.x, w["g_attn"], w["wqkv"], self.cos, self.sin, self.pos, self.q, self.k[i], self.v[i], c.dim,
-                c.norm_eps, self.k.shape[3], NQ=nq, NKV=nkv, HD=hd, BLOCK_N=n_rows,
-                BLOCK_K=triton.next_power_of_2(c.dim), num_warps=warps, **kw)
+                c.norm_eps, self.k.shape[3], self.model.tok_embeddings.weight, self.token, NQ=nq, NKV=nkv, HD=hd,
+                BLOCK_N=n_rows, BLOCK_K=triton.next_power_of_2(c.dim), EMBED=i == 0, num_warps=warps, **kw)
             _attention_kernel[(c.n_kv_heads, self.splits)](
                 self.q, self.k[i], self.v[i], self.pos, self.acc, self.ml, self.k.shape[3], 1.0 / math.sqrt(hd),
                 G=c.n_heads // c.n_kv_heads, HD=hd, SPLITS=self.splits, BLOCK_S=BLOCK_S, ROWS=ROWS, num_warps=4, **kw)
