@@ -57,14 +57,14 @@ def kernel_class(name: str) -> str:
 NAMES = ("eager", "graph", "compile (rounding like eager)", "compile", "compile, fused weights",
          "compile, fused weights, SDPA", "compile, fused weights, Triton GEMV",
          "compile, fused weights, SDPA, Triton GEMV", "fused (pair variant)", "fused, Inductor PDL",
-         "PDL step (pair variant)", "PDL step, PDL off")
+         "PDL step (pair variant)", "PDL step, PDL off", "PDL step, fp8 weights (pair variant)")
 
 
 def candidates():
     """name -> prepare(w), in NAMES' order: the pair's variants and steps not (yet) in the pair."""
     from ch16 import baseline_decode_graph as eager, optimized_decode_graph as graph
     from ch16 import optimized_decode_graph_compile as comp, optimized_decode_graph_fused as fused
-    from ch16 import optimized_decode_graph_pdl as pdl
+    from ch16 import optimized_decode_graph_pdl as pdl, optimized_decode_graph_pdl_fp8 as pdl_fp8
     from ch16.fused_step import prepare_fused, sdpa_attention
     from ch16.pdl_step import prepare_pdl
     from ch16.gemv import linear
@@ -86,7 +86,8 @@ def candidates():
         "fused, Inductor PDL": lambda w: prepare_fused(w, attention=sdpa_attention, linear=linear,
                                                        inductor={"triton.enable_pdl": True}),
         "PDL step (pair variant)": pdl.prepare,
-        "PDL step, PDL off": lambda w: prepare_pdl(w, pdl=False),   # the same 98 kernels, launched plainly
+        "PDL step, PDL off": lambda w: prepare_pdl(w, pdl=False),   # the same 97 kernels, launched plainly
+        "PDL step, fp8 weights (pair variant)": pdl_fp8.prepare,
     }
     assert tuple(table) == NAMES
     return table

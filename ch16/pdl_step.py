@@ -64,23 +64,28 @@ if triton is not None:
         return xf
 
     @triton.jit
-    def _linear_kernel(x_ptr, g_ptr, w_ptr, out_ptr, K, eps,
+    def _linear_kernel(x_ptr, g_ptr, w_ptr, scale_ptr, out_ptr, K, eps,
                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, NORM: tl.constexpr, EPILOGUE: tl.constexpr,
-                       PDL: tl.constexpr):
+                       FP8: tl.constexpr, PDL: tl.constexpr):
         """out = W @ norm(x) for BLOCK_N rows of W (N, K) per program. EPILOGUE 0: store; 1: add into out
-        (the residual stream, in place); 2: rows are (gate, up) pairs, store SiLU(gate) * up."""
+        (the residual stream, in place); 2: rows are (gate, up) pairs, store SiLU(gate) * up.
+        FP8: W is float8 (e4m3) with one fp32 scale per row (scale_ptr), applied to the row's sum."""
         row0 = tl.program_id(0) * BLOCK_N
         rows = row0 + tl.arange(0, BLOCK_N)
         cols = tl.arange(0, BLOCK_K)
         w = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=cols[None, :] < K, other=0.0,
                     eviction_policy="evict_first")
+        if FP8:
+            row_scale = tl.load(scale_ptr + rows)
+        else:
+            row_scale = 1.0
         if NORM:
             g = tl.load(g_ptr + cols, mask=cols < K, other=0.0)
         else:
             g = 0.0
         _start(PDL)
         x = _normed(x_ptr, g, K, eps, BLOCK_K, NORM)
-        y = tl.sum(w.to(tl.float32) * x[None, :], axis=1).to(out_ptr.dtype.element_ty)
+        y = (tl.sum(w.to(tl.float32) * x[None, :], axis=1) * row_scale).to(out_ptr.dtype.element_ty)
         if EPILOGUE == 0:
             tl.store(out_ptr + rows, y)
         elif EPILOGUE == 1:
@@ -94,9 +99,10 @@ if triton is not None:
             tl.store(out_ptr + row0 // 2 + tl.arange(0, BLOCK_N // 2), h)
 
     @triton.jit
-    def _qkv_kernel(x_ptr, g_ptr, w_ptr, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_ptr, v_ptr, K, eps, MAXLEN,
+    def _qkv_kernel(x_ptr, g_ptr, w_ptr, scale_ptr, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_ptr, v_ptr, K, eps, MAXLEN,
                     emb_ptr, tok_ptr, NQ: tl.constexpr, NKV: tl.constexpr, HD: tl.constexpr,
-                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EMBED: tl.constexpr, PDL: tl.constexpr):
+                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EMBED: tl.constexpr, FP8: tl.constexpr,
+                    PDL: tl.constexpr):
         """RMSNorm, then BLOCK_N rows of the fused QKV product (Q and K rows interleaved per head as
         (i, i + HD/2) pairs), rotary on Q and K, Q stored to q_ptr, K and V written into this layer's cache
         (k_ptr, v_ptr: (Hkv, MAXLEN, HD)) at the position pos_ptr holds. EMBED (the first layer): the input
@@ -107,6 +113,10 @@ if triton is not None:
         w = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=cols[None, :] < K, other=0.0,
                     eviction_policy="evict_first")
         g = tl.load(g_ptr + cols, mask=cols < K, other=0.0)
+        if FP8:
+            row_scale = tl.load(scale_ptr + rows)
+        else:
+            row_scale = 1.0
         pos = tl.load(pos_ptr)                    # written before the graph runs, not by the last kernel
         head = row0 // HD                         # BLOCK_N divides HD: a program's rows are in one head
         pair = (row0 % HD) // 2 + tl.arange(0, BLOCK_N // 2)
@@ -121,7 +131,7 @@ if triton is not None:
         if EMBED:
             if tl.program_id(0) == 0:
                 tl.store(x_ptr + cols, tl.load(src + cols, mask=cols < K), mask=cols < K)
-        y = tl.sum(w.to(tl.float32) * x[None, :], axis=1).to(q_ptr.dtype.element_ty)
+        y = (tl.sum(w.to(tl.float32) * x[None, :], axis=1) * row_scale).to(q_ptr.dtype.element_ty)
         a, b = tl.split(tl.reshape(y, (BLOCK_N // 2, 2)))
         if row0 < NQ + NKV:     # Q or K: rotate the pair (a, b) = (x_i, x_{i+HD/2}), store at i and i+HD/2
             af, bf = a.to(tl.float32), b.to(tl.float32)
@@ -169,7 +179,7 @@ if triton is not None:
         m = tl.full((ROWS,), float("-inf"), tl.float32)
         l = tl.zeros((ROWS,), tl.float32)
         acc = tl.zeros((ROWS, HD), tl.float32)
-        for k0 in range(start, end, BLOCK_S):
+        for k0 in range(start, end, BLOCK_S):   # (the cast below: a Python float can arrive as fp64)
             keys = k0 + tl.arange(0, BLOCK_S)
             ok = keys < end
             first = k0 == start
@@ -181,7 +191,7 @@ if triton is not None:
             if first:           # the two loads are disjoint: adding one to the other's zeros is exact
                 k += k_old
                 v += v_old
-            sc = tl.dot(q, tl.trans(k)).to(q.dtype).to(tl.float32) * scale   # eager: bf16 scores
+            sc = (tl.dot(q, tl.trans(k)).to(q.dtype).to(tl.float32) * scale).to(tl.float32)   # eager: bf16 scores
             sc = tl.where(ok[None, :], sc, float("-inf"))
             m_new = tl.maximum(m, tl.max(sc, axis=1))
             p = tl.exp(sc - m_new[:, None])
@@ -210,6 +220,14 @@ if triton is not None:
         tl.store(o_ptr + qh * HD + d, o.to(o_ptr.dtype.element_ty))
 
 
+def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(float8 e4m3 weight, fp32 scale per row) with w ≈ w8 * scale[:, None]: each row's largest |w| maps to
+    e4m3's largest value, 448 (per-output-channel scaling: one row's outliers cost no other row precision)."""
+    wf = w.float()
+    scale = wf.abs().amax(dim=1).clamp_min(1e-12) / torch.finfo(torch.float8_e4m3fn).max
+    return (wf / scale[:, None]).to(torch.float8_e4m3fn).contiguous(), scale.contiguous()
+
+
 def _interleave(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Rows a0, b0, a1, b1, ...: (2N, K) from two (N, K)."""
     return torch.stack([a, b], dim=1).reshape(2 * a.shape[0], a.shape[1]).contiguous()
@@ -228,7 +246,7 @@ class PDLStep:
     captured in a CUDA graph and replayed); per call the step reads `token` and `input_pos` in place."""
 
     def __init__(self, model, k_cache, v_cache, token, input_pos, pdl: bool | None = None, blocks=None,
-                 splits: int = SPLITS):
+                 splits: int = SPLITS, fp8: bool = False):
         if triton is None:
             raise RuntimeError("the PDL step needs Triton")
         c = model.cfg
@@ -245,6 +263,12 @@ class PDLStep:
                                    a.wv.weight]).contiguous(),
                 "w13": _interleave(f.w1.weight, f.w3.weight), "wo": a.wo.weight, "w2": f.w2.weight,
                 "g_attn": layer.attention_norm.weight, "g_ffn": layer.ffn_norm.weight})
+        self.head = {"w": model.output.weight}
+        self.fp8 = fp8
+        if fp8:   # every product's weight in float8 with a scale per row (made once; the bf16 ones stay unused)
+            for d in self.layers + [self.head]:
+                for name in [n for n in d if n.startswith("w")]:
+                    d[name], d["s_" + name] = quantize_rows(d[name])
         self.cos, self.sin = model.rope_cos.contiguous(), model.rope_sin.contiguous()
         empty = lambda *shape, dtype=dt: torch.empty(shape, device=dev, dtype=dtype)  # noqa: E731
         self.x, self.q, self.o = empty(c.dim), empty(c.n_heads * hd), empty(c.n_heads * hd)
@@ -255,12 +279,14 @@ class PDLStep:
         # rows per program (a power of two dividing the head size) and warps, by product
         self.blocks = blocks or dict(BLOCKS)
 
-    def _linear(self, x, g, w, out, epilogue, which, norm=True):
+    def _linear(self, x, g, d, name, out, epilogue, which, norm=True):
         n_rows, warps = self.blocks[which]
+        w = d[name]
         N, K = w.shape
-        _linear_kernel[(N // n_rows,)](x, g if norm else w, w, out, K, self.cfg.norm_eps, BLOCK_N=n_rows,
-                                       BLOCK_K=triton.next_power_of_2(K), NORM=norm, EPILOGUE=epilogue,
-                                       PDL=self.pdl, num_warps=warps, launch_pdl=self.pdl)
+        _linear_kernel[(N // n_rows,)](x, g if norm else w, w, d.get("s_" + name, w), out, K, self.cfg.norm_eps,
+                                       BLOCK_N=n_rows, BLOCK_K=triton.next_power_of_2(K), NORM=norm,
+                                       EPILOGUE=epilogue, FP8=self.fp8, PDL=self.pdl, num_warps=warps,
+                                       launch_pdl=self.pdl)
 
     def __call__(self):
         c, hd = self.cfg, self.cfg.head_dim
@@ -269,24 +295,42 @@ class PDLStep:
         for i, w in enumerate(self.layers):
             n_rows, warps = self.blocks["qkv"]
             _qkv_kernel[((nq + 2 * nkv) // n_rows,)](
-                self.x, w["g_attn"], w["wqkv"], self.cos, self.sin, self.pos, self.q, self.k[i], self.v[i], c.dim,
+                self.x, w["g_attn"], w["wqkv"], w.get("s_wqkv", w["wqkv"]), self.cos, self.sin, self.pos, self.q, self.k[i], self.v[i], c.dim,
                 c.norm_eps, self.k.shape[3], self.model.tok_embeddings.weight, self.token, NQ=nq, NKV=nkv, HD=hd,
-                BLOCK_N=n_rows, BLOCK_K=triton.next_power_of_2(c.dim), EMBED=i == 0, num_warps=warps, **kw)
+                BLOCK_N=n_rows, BLOCK_K=triton.next_power_of_2(c.dim), EMBED=i == 0, FP8=self.fp8, num_warps=warps,
+                **kw)
             _attention_kernel[(c.n_kv_heads, self.splits)](
                 self.q, self.k[i], self.v[i], self.pos, self.acc, self.ml, self.k.shape[3], 1.0 / math.sqrt(hd),
                 G=c.n_heads // c.n_kv_heads, HD=hd, SPLITS=self.splits, BLOCK_S=BLOCK_S, ROWS=ROWS, num_warps=4, **kw)
             _merge_kernel[(c.n_heads,)](self.acc, self.ml, self.o, HD=hd, SPLITS=self.splits, num_warps=1, **kw)
-            self._linear(self.o, None, w["wo"], self.x, 1, "wo", norm=False)
-            self._linear(self.x, w["g_ffn"], w["w13"], self.h, 2, "w13")
-            self._linear(self.h, None, w["w2"], self.x, 1, "w2", norm=False)
-        self._linear(self.x, self.model.norm.weight, self.model.output.weight, self.logits, 0, "head")
+            self._linear(self.o, None, w, "wo", self.x, 1, "wo", norm=False)
+            self._linear(self.x, w["g_ffn"], w, "w13", self.h, 2, "w13")
+            self._linear(self.h, None, w, "w2", self.x, 1, "w2", norm=False)
+        self._linear(self.x, self.model.norm.weight, self.head, "w", self.logits, 0, "head")
         return self.logits
 
 
-def prepare_pdl(w, graph: bool = True, pdl: bool | None = None):
-    """decode_graph's PDL variant: the step's launches captured in one CUDA graph (graph=False: launched
-    one by one, as the CPU tests run them under the Triton interpreter)."""
+def step_bytes(model, keys_read: int, fp8: bool = False) -> int:
+    """Bytes one batch-1 step must read: every weight once, and K and V of `keys_read` cached positions.
+    fp8: the products' weights (Q, K, V, output, gate, up, down, LM head) at 1 byte each plus an fp32
+    scale per row, as PDLStep(fp8=True) reads them; norms and the cache stay in the model's dtype."""
+    c = model.cfg
+    kv = keys_read * c.kv_bytes_per_token(model.output.weight.dtype)
+    if not fp8:
+        return model.weight_bytes() + kv
+    es = model.output.weight.element_size()
+    mats = [m.weight for layer in model.layers for m in (layer.attention.wq, layer.attention.wk, layer.attention.wv,
+            layer.attention.wo, layer.feed_forward.w1, layer.feed_forward.w3, layer.feed_forward.w2)]
+    mats.append(model.output.weight)
+    norms = [layer.attention_norm.weight for layer in model.layers] + [layer.ffn_norm.weight for layer in model.layers]
+    norms.append(model.norm.weight)
+    return sum(m.numel() + 4 * m.shape[0] for m in mats) + es * sum(n.numel() for n in norms) + kv
+
+
+def prepare_pdl(w, graph: bool = True, pdl: bool | None = None, fp8: bool = False):
+    """decode_graph's PDL variants: the step's launches captured in one CUDA graph (graph=False: launched
+    one by one, as the CPU tests run them under the Triton interpreter); fp8: float8 weights."""
     from ch16.decode import capture_graph
     step = PDLStep(w.inputs["model"], w.inputs["k_cache"], w.inputs["v_cache"], w.inputs["token"],
-                   w.inputs["input_pos"], pdl=pdl)
+                   w.inputs["input_pos"], pdl=pdl, fp8=fp8)
     return capture_graph(step) if graph else step

@@ -35,6 +35,10 @@ optional, in a variant
                              "tf32" the harness turns TF32 on for this variant
                              (common.numerics); no pair file sets torch's
                              global flags itself.
+    bytes_moved(w) -> float  the bytes one call of this variant must move, where it moves fewer than
+                             the workload's by design (float8 weights where the baseline reads
+                             bf16): its GB/s, its share of the bandwidth ceiling and the physics
+                             check use them, and the report says so
     DEVICES                  narrower than the baseline's (e.g. a CUDA graph)
     REQUIRES = ("torchao",)  optional packages this file needs; where one is
                              missing the variant (or, in a baseline, the pair)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import json
 import math
@@ -388,13 +389,25 @@ class Trial:
         """The baseline's figures from its rounds so far, written before the next variant runs."""
         self.rate(say=False)
 
+    def own_work(self, w):
+        """The workload as this variant's rates see it: with its own bytes where it declares them
+        (`bytes_moved(w)` in the variant file: it moves fewer bytes by design, e.g. float8 weights)."""
+        own = None if self.is_base else getattr(self.v.module, "bytes_moved", None)
+        return dataclasses.replace(w, bytes_moved=float(own(w))) if own else w
+
     def rate(self, say: bool = True):
         """Step e: rates, the share of the ceiling that applies, and the physics check."""
         ctx, t, entry = self.ctx, self.t, self.entry
         bound = ctx.pair.bound
-        entry.update(verified=True, **achieved(ctx.refs.a, t.median_ms, bound, self.precision, ctx.peaks,
+        work = self.own_work(ctx.refs.a)
+        entry.update(verified=True, **achieved(work, t.median_ms, bound, self.precision, ctx.peaks,
                                               ctx.cache, ctx.world_size))
-        entry["suspect"] = suspect_reason(t.median_ms, ctx.refs.a, bound, ctx.peaks, self.precision, self.is_base,
+        if work is not ctx.refs.a:
+            entry["bytes_moved"] = work.bytes_moved
+            entry["ceiling_note"] = "; ".join(filter(None, [entry.get("ceiling_note"), (
+                f"rated on the {work.bytes_moved / 1e6:.4g} MB this variant moves by design (its bytes_moved), "
+                f"not the workload's {ctx.refs.a.bytes_moved / 1e6:.4g} MB")]))
+        entry["suspect"] = suspect_reason(t.median_ms, work, bound, ctx.peaks, self.precision, self.is_base,
                                           ctx.cache, flop_floor=ctx.device.type == "cuda")
         if ctx.stages:
             entry["overlap_pct_of_ideal"], entry["overlap_note"] = placement(t.median_ms, ctx.stages)

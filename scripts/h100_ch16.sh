@@ -26,6 +26,7 @@ run_part() {
       # the step by kernel class per token, and each variant against an fp32 step (compiles: 20-27 s each)
       TAIL=8 step decode_profile 300 $py ch16/decode_profile.py --variants eager graph "compile (rounding like eager)" \
         "fused (pair variant)" "fused, Inductor PDL" "PDL step (pair variant)" "PDL step, PDL off" \
+        "PDL step, fp8 weights (pair variant)" \
         --out "$work/ch16_decode/profile"
       cp profiles/peaks/cuda-*.json "$work/" 2>/dev/null ;;
     serving)

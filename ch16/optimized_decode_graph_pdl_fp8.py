@@ -1,0 +1,33 @@
+"""The PDL step with float8 weights: half the bytes of the bf16 floor, dequantized in registers.
+
+At batch 1 the step's time is its weights' bytes over the copy rate, so the next step past the bf16 floor
+is fewer bytes. Every product's weight (Q/K/V, output, gate/up, down, the LM head) is stored once in
+float8 e4m3 with one fp32 scale per output row (ch16/pdl_step.py: quantize_rows); the kernels are the
+PDL step's, loading 1-byte weights, widening them to fp32 in registers, and applying the row's scale to
+the row's sum. Activations, norms and the KV cache stay bf16. It reads ~0.87 GB a step against 1.61 GB.
+
+Precision: float8 weights change the model (3 mantissa bits, a relative error up to 1/16 per weight), so
+the variant declares PRECISION = "fp8" and is verified at that tolerance against the eager bf16 step;
+ch16/decode_profile.py compares its logits with the fp32 step and its greedy token with the fp32 one.
+bytes_moved: the bytes it reads (its own floor); the README and decode_profile compare it with the bf16
+floor too.
+"""
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+from ch16.pdl_step import prepare_pdl, step_bytes
+
+DEVICES = ("cuda",)
+REQUIRES = ("triton",)
+PRECISION = "fp8"
+
+
+def bytes_moved(w):
+    return step_bytes(w.inputs["model"], int(w.inputs["input_pos"].max()) + 1, fp8=True)
+
+
+def prepare(w):
+    return prepare_pdl(w, fp8=True)
+
+
+if __name__ == "__main__":
+    from common import run_pair_file
+    run_pair_file(__file__)
