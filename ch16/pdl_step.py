@@ -295,7 +295,8 @@ class PDLStep:
         for i, w in enumerate(self.layers):
             n_rows, warps = self.blocks["qkv"]
             _qkv_kernel[((nq + 2 * nkv) // n_rows,)](
-                self.x, w["g_attn"], w["wqkv"], w.get("s_wqkv", w["wqkv"]), self.cos, self.sin, self.pos, self.q, self.k[i], self.v[i], c.dim,
+                self.x, w["g_attn"], w["wqkv"], w.get("s_wqkv", w["wqkv"]), self.cos, self.sin, self.pos, self.q,
+                self.k[i], self.v[i], c.dim,
                 c.norm_eps, self.k.shape[3], self.model.tok_embeddings.weight, self.token, NQ=nq, NKV=nkv, HD=hd,
                 BLOCK_N=n_rows, BLOCK_K=triton.next_power_of_2(c.dim), EMBED=i == 0, FP8=self.fp8, num_warps=warps,
                 **kw)
