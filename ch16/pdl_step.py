@@ -334,4 +334,4 @@ def prepare_pdl(w, graph: bool = True, pdl: bool | None = None, fp8: bool = Fals
     from ch16.decode import capture_graph
     step = PDLStep(w.inputs["model"], w.inputs["k_cache"], w.inputs["v_cache"], w.inputs["token"],
                    w.inputs["input_pos"], pdl=pdl, fp8=fp8)
-    return capture_graph(step) if graph else step
+    return capture_graph(step) if graph else step   # the replay keeps the step (its weights, buffers) alive
