@@ -43,11 +43,7 @@ CONFIGS = [dict(BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=sk, num_warps=nw)
 if triton is not None:
     @triton.jit
     def _gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn,
-                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-                     PDL: tl.constexpr = False):
-        if PDL:   # programmatic dependent launch (Hopper): the next kernel may start; x is the last one's output
-            tl.extra.cuda.gdc_launch_dependents()
-            tl.extra.cuda.gdc_wait()
+                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr):
         pid_n = tl.program_id(0)
         pid_k = tl.program_id(1)
         rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -98,7 +94,7 @@ if triton is not None:
         cfg = STEP_CONFIG
         grid = (triton.cdiv(N, cfg["BLOCK_N"]), 1)
         torch.library.wrap_triton(_gemv_kernel)[grid](x, w, y, N, K, w.stride(0), BLOCK_N=cfg["BLOCK_N"],
-                                                      BLOCK_K=cfg["BLOCK_K"], SPLIT_K=1, PDL=True,
+                                                      BLOCK_K=cfg["BLOCK_K"], SPLIT_K=1,
                                                       num_warps=cfg["num_warps"])
         return y
 

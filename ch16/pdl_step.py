@@ -41,7 +41,8 @@ except ImportError:
 SPLITS = 32      # attention programs per KV head (each reads up to BLOCK_S cached positions at a time)
 BLOCK_S = 64
 ROWS = 16        # query rows of one attention program's tile (the group's query heads, padded for tl.dot)
-# (rows of W per program, warps) by product: the best of a probe on the H100 (scripts/pdl_probe.py, c0c3e3c:
+# (rows of W per program, warps) by product: the best of a probe on the H100 (scripts/pdl_probe.py at c0c3e3c,
+# profiles/h100/pdl-probe.md:
 # 0.709 ms a step against 0.719 with 4 rows and 4 warps everywhere, 8 warps for the down projection)
 BLOCKS = {"qkv": (8, 4), "wo": (8, 8), "w13": (4, 4), "w2": (2, 4), "head": (4, 4)}
 

@@ -390,7 +390,8 @@ def _verification_text(v: dict) -> str:
     ver = v.get("verification") or {}
     if ver.get("rel_err") is None:
         return "–"
-    return f"{ver['rel_err']:.1e} (≤ {ver.get('tolerance', 0):.0e})" if ver.get("tolerance") else f"{ver['rel_err']:.1e}"
+    # the tolerance as given (fp8's 0.15 printed with one digit read "1e-01")
+    return f"{ver['rel_err']:.1e} (≤ {ver.get('tolerance', 0):.3g})" if ver.get("tolerance") else f"{ver['rel_err']:.1e}"
 
 
 def _details_table(doc: dict) -> list[str]:

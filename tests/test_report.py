@@ -68,3 +68,13 @@ def test_results_survive_a_kill_mid_write(tmp_path):
     leftovers = [p.name for p in tmp_path.iterdir() if p.name != "results.json"]
     # the temporary file may remain after SIGKILL, but it is hidden and never mistaken for results.json
     assert all(n.startswith(".results.json.") for n in leftovers)
+
+
+def test_the_details_table_prints_each_tolerance_as_given():
+    # fp8's 0.15 printed with one significant digit read "1e-01", a tolerance 1.5x tighter than the one applied
+    from common.report import _verification_text
+    from common.verify import TOLERANCE
+    for precision in ("fp8", "bf16", "fp32"):
+        tol = TOLERANCE[precision][0]
+        text = _verification_text({"verification": {"rel_err": tol / 3, "tolerance": tol}})
+        assert float(text.split("≤ ")[1].rstrip(")")) == tol, (precision, text)
