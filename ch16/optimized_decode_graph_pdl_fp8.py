@@ -4,7 +4,7 @@ At batch 1 the step's time is its weights' bytes over the copy rate, so the next
 is fewer bytes. Every product's weight (Q/K/V, output, gate/up, down, the LM head) is stored once in
 float8 e4m3 with one fp32 scale per output row (ch16/pdl_step.py: quantize_rows); the kernels are the
 PDL step's, loading 1-byte weights, widening them to fp32 in registers, and applying the row's scale to
-the row's sum. Activations, norms and the KV cache stay bf16. It reads ~0.87 GB a step against 1.61 GB.
+the row's sum. Activations, norms and the KV cache stay bf16. It reads 822 MB a step against 1608 MB.
 
 Precision: float8 weights change the model (3 mantissa bits, a relative error up to 1/16 per weight), so
 the variant declares PRECISION = "fp8" and is verified at that tolerance against the eager bf16 step;

@@ -14,14 +14,18 @@ third of the step in ~150 small kernels between them. Two ideas close that gap:
   up while this one drains. A product's weights do not depend on the kernel before it, so each program
   loads its whole weight tile *before* `griddepcontrol.wait` (which waits for the previous kernel to
   finish and its writes to be visible) and only then reads the activation: the weight stream of kernel
-  n+1 overlaps the tail of kernel n.
+  n+1 overlaps the tail of kernel n. Since every kernel signals before it waits, kernel n+2's programs may
+  start while kernel n still runs: the rule that keeps this correct is that nothing a kernel reads before
+  its wait (weights, norm weights, rotary tables, the token and position, cache positions older than this
+  step) is written by any kernel of the step.
 
 Weights are rearranged once in prepare (an extra copy, as fused_step's are; a real server would store them
 this way): Q and K rows interleaved per head so the rotary's pairs (i, i + hd/2) are adjacent rows, and
 gate and up rows interleaved so one program holds both halves of SiLU(gate) * up. The step writes K, V and
 the logits exactly where the model's step does. Intermediates are rounded to the activation dtype where
 the eager step rounds (each product's output, the normed input, the rotary's output, the attention
-probabilities and output), so bf16 results stay close to eager's.
+scores and output; the probabilities are rounded before their product with V unnormalised, and normalised
+in fp32 in the merge, where eager rounds them normalised), so bf16 results stay close to eager's.
 
 On a CPU the kernels run under TRITON_INTERPRET=1 without PDL (tests/test_ch16.py); on a GPU the step is
 captured once in a CUDA graph (ch16/decode.py: capture_graph), whose kernel nodes keep the PDL edges.
@@ -156,9 +160,10 @@ if triton is not None:
     @triton.jit
     def _attention_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, acc_ptr, ml_ptr, MAXLEN, scale,
                           G: tl.constexpr, HD: tl.constexpr, SPLITS: tl.constexpr, BLOCK_S: tl.constexpr,
-                          ROWS: tl.constexpr, PDL: tl.constexpr):
+                          ROWS: tl.constexpr, HDP: tl.constexpr, PDL: tl.constexpr):
         """Program (kv head h, split s): the G query heads of h against cache positions of split s of
-        [0, pos]; writes the unnormalised output (G, HD) and the running max and sum of each head."""
+        [0, pos]; writes the unnormalised output (G, HD) and the running max and sum of each head. HDP: the
+        head size padded to tl.dot's smallest (16) with masked, zero columns (the small CI model's is 8)."""
         h = tl.program_id(0)
         s = tl.program_id(1)
         pos = tl.load(pos_ptr)                    # written before the graph runs, not by the last kernel
@@ -167,19 +172,20 @@ if triton is not None:
         start = s * span
         end = tl.minimum(start + span, length)
         r = tl.arange(0, ROWS)
-        d = tl.arange(0, HD)
+        d = tl.arange(0, HDP)
+        dm = d[None, :] < HD
         # The cached positions before pos are older than this step: load the first block of them before
         # the wait. Only position pos (this step's K and V) comes from the kernel before.
         keys = start + tl.arange(0, BLOCK_S)
         old = (keys < end) & (keys < pos)
         offs = (h * MAXLEN + keys[:, None]) * HD + d[None, :]
-        k_old = tl.load(k_ptr + offs, mask=old[:, None], other=0.0)
-        v_old = tl.load(v_ptr + offs, mask=old[:, None], other=0.0)
+        k_old = tl.load(k_ptr + offs, mask=old[:, None] & dm, other=0.0)
+        v_old = tl.load(v_ptr + offs, mask=old[:, None] & dm, other=0.0)
         _start(PDL)
-        q = tl.load(q_ptr + (h * G + r[:, None]) * HD + d[None, :], mask=r[:, None] < G, other=0.0)
+        q = tl.load(q_ptr + (h * G + r[:, None]) * HD + d[None, :], mask=(r[:, None] < G) & dm, other=0.0)
         m = tl.full((ROWS,), float("-inf"), tl.float32)
         l = tl.zeros((ROWS,), tl.float32)
-        acc = tl.zeros((ROWS, HD), tl.float32)
+        acc = tl.zeros((ROWS, HDP), tl.float32)
         for k0 in range(start, end, BLOCK_S):   # (the cast below: a Python float can arrive as fp64)
             keys = k0 + tl.arange(0, BLOCK_S)
             ok = keys < end
@@ -187,8 +193,8 @@ if triton is not None:
             lo = tl.where(first, pos, 0)             # what was not loaded before the wait: keys >= lo
             rest = ok & (keys >= lo)
             offs = (h * MAXLEN + keys[:, None]) * HD + d[None, :]
-            k = tl.load(k_ptr + offs, mask=rest[:, None], other=0.0)
-            v = tl.load(v_ptr + offs, mask=rest[:, None], other=0.0)
+            k = tl.load(k_ptr + offs, mask=rest[:, None] & dm, other=0.0)
+            v = tl.load(v_ptr + offs, mask=rest[:, None] & dm, other=0.0)
             if first:           # the two loads are disjoint: adding one to the other's zeros is exact
                 k += k_old
                 v += v_old
@@ -201,7 +207,7 @@ if triton is not None:
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m = m_new
         out = (h * G + r) * SPLITS + s           # (query head, split)
-        tl.store(acc_ptr + out[:, None] * HD + d[None, :], acc, mask=r[:, None] < G)
+        tl.store(acc_ptr + out[:, None] * HD + d[None, :], acc, mask=(r[:, None] < G) & dm)
         tl.store(ml_ptr + 2 * out, m, mask=r < G)
         tl.store(ml_ptr + 2 * out + 1, l, mask=r < G)
 
@@ -279,6 +285,13 @@ class PDLStep:
         self.ml = empty(c.n_heads, splits, 2, dtype=torch.float32)
         # rows per program (a power of two dividing the head size) and warps, by product
         self.blocks = blocks or dict(BLOCKS)
+        shapes = {"qkv": c.n_heads * hd + 2 * c.n_kv_heads * hd, "wo": c.dim, "w13": 2 * c.hidden_dim,
+                  "w2": c.dim, "head": c.vocab_size}
+        for name, (rows, _) in self.blocks.items():   # the grids have N / rows programs, and no row mask
+            assert rows % 2 == 0 and shapes[name] % rows == 0, (name, rows, shapes[name])
+        assert hd % self.blocks["qkv"][0] == 0, "a QKV program's rows must lie in one head"
+        assert hd & (hd - 1) == 0 and splits & (splits - 1) == 0, "head size and splits: powers of two"
+        assert c.n_heads // c.n_kv_heads <= ROWS, f"one attention tile holds at most {ROWS} query heads"
 
     def _linear(self, x, g, d, name, out, epilogue, which, norm=True):
         n_rows, warps = self.blocks[which]
@@ -303,7 +316,8 @@ class PDLStep:
                 **kw)
             _attention_kernel[(c.n_kv_heads, self.splits)](
                 self.q, self.k[i], self.v[i], self.pos, self.acc, self.ml, self.k.shape[3], 1.0 / math.sqrt(hd),
-                G=c.n_heads // c.n_kv_heads, HD=hd, SPLITS=self.splits, BLOCK_S=BLOCK_S, ROWS=ROWS, num_warps=4, **kw)
+                G=c.n_heads // c.n_kv_heads, HD=hd, SPLITS=self.splits, BLOCK_S=BLOCK_S, ROWS=ROWS,
+                HDP=max(16, hd), num_warps=4, **kw)
             _merge_kernel[(c.n_heads,)](self.acc, self.ml, self.o, HD=hd, SPLITS=self.splits, num_warps=1, **kw)
             self._linear(self.o, None, w, "wo", self.x, 1, "wo", norm=False)
             self._linear(self.x, w["g_ffn"], w, "w13", self.h, 2, "w13")

@@ -38,7 +38,9 @@ optional, in a variant
     bytes_moved(w) -> float  the bytes one call of this variant must move, where it moves fewer than
                              the workload's by design (float8 weights where the baseline reads
                              bf16): its GB/s, its share of the bandwidth ceiling and the physics
-                             check use them, and the report says so
+                             check use them, and the report says so. Honoured only between the
+                             workload's bytes scaled by PRECISION's width over the baseline's and
+                             the workload's bytes; otherwise ignored, with a note
     DEVICES                  narrower than the baseline's (e.g. a CUDA graph)
     REQUIRES = ("torchao",)  optional packages this file needs; where one is
                              missing the variant (or, in a baseline, the pair)

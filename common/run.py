@@ -391,9 +391,27 @@ class Trial:
 
     def own_work(self, w):
         """The workload as this variant's rates see it: with its own bytes where it declares them
-        (`bytes_moved(w)` in the variant file: it moves fewer bytes by design, e.g. float8 weights)."""
+        (`bytes_moved(w)` in the variant file: it moves fewer bytes by design, e.g. float8 weights).
+
+        Honoured only within what its declared precision can save: between the workload's bytes scaled by
+        its precision's width over the baseline's (float8 for bf16: half) and the workload's bytes. Outside
+        that the declaration is ignored, with a note, and the variant is rated and checked on the workload's
+        bytes: fewer declared bytes lower the physics check's floor, so they must be earned by the precision."""
         own = None if self.is_base else getattr(self.v.module, "bytes_moved", None)
-        return dataclasses.replace(w, bytes_moved=float(own(w))) if own else w
+        if not own:
+            return w
+        declared = float(own(w))
+        width = {"fp64": 64, "fp32": 32, "tf32": 32, "bf16": 16, "fp16": 16, "fp8": 8}
+        ratio = min(1.0, width.get(self.precision or self.ctx.base_precision, 32) /
+                    width.get(self.ctx.base_precision, 32))
+        if not ratio * w.bytes_moved <= declared <= w.bytes_moved:
+            self.entry["bytes_note"] = (f"bytes_moved ignored: {declared / 1e6:.4g} MB is outside "
+                                        f"{ratio * w.bytes_moved / 1e6:.4g}-{w.bytes_moved / 1e6:.4g} MB (the "
+                                        f"workload's bytes at {self.precision or self.ctx.base_precision} "
+                                        f"against {self.ctx.base_precision}, up to the workload's)")
+            print(f"  {self.v.name}: {self.entry['bytes_note']}")
+            return w
+        return dataclasses.replace(w, bytes_moved=declared)
 
     def rate(self, say: bool = True):
         """Step e: rates, the share of the ceiling that applies, and the physics check."""
@@ -407,6 +425,8 @@ class Trial:
             entry["ceiling_note"] = "; ".join(filter(None, [entry.get("ceiling_note"), (
                 f"rated on the {work.bytes_moved / 1e6:.4g} MB this variant moves by design (its bytes_moved), "
                 f"not the workload's {ctx.refs.a.bytes_moved / 1e6:.4g} MB")]))
+        elif entry.get("bytes_note"):
+            entry["ceiling_note"] = "; ".join(filter(None, [entry.get("ceiling_note"), entry["bytes_note"]]))
         entry["suspect"] = suspect_reason(t.median_ms, work, bound, ctx.peaks, self.precision, self.is_base,
                                           ctx.cache, flop_floor=ctx.device.type == "cuda")
         if ctx.stages:

@@ -441,6 +441,14 @@ print('ok', err)
 """
 
 
+def test_the_pdl_step_runs_the_small_model_whose_head_size_is_under_tl_dots_16():
+    """The CI model (what a GPU --quick run serves) has 8-dim heads: attention pads them to 16 with masked
+    columns. Under the interpreter, against the eager step."""
+    _run_interpreted(PDL_STEP_CHECK.replace("cfg = Config(", "cfg = CONFIGS['small'] or Config(")
+                     .replace("from ch16.model import Config,", "from ch16.model import CONFIGS, Config,"),
+                     timeout=300)
+
+
 def test_the_pdl_step_under_the_triton_interpreter_is_the_eager_step():
     """ch16/pdl_step.py's kernels (norm + QKV + rotary + cache write, split attention, merge, the products with
     their epilogues) on the CPU against the eager step: the logits and the K/V it writes, with 1, 4 and 32
@@ -465,9 +473,12 @@ def test_the_pdl_step_kernels_compile_for_hopper_with_pdl_and_float8():
                                                  "EMBED": True, "FP8": False, "PDL": True})
     assert "griddepcontrol.launch_dependents" in c.asm["ptx"]
     att = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "pos_ptr": "*i64", "acc_ptr": "*fp32",
-           "ml_ptr": "*fp32", "MAXLEN": "i32", "scale": "fp64"}   # a Python float arrives as fp64
-    _compile_for_hopper(p._attention_kernel, att, {"G": 4, "HD": 64, "SPLITS": 32, "BLOCK_S": 64, "ROWS": 16,
-                                                   "PDL": True})
+           "ml_ptr": "*fp32", "MAXLEN": "i32"}
+    for scale in ("fp32", "fp64"):   # Triton passes a Python float as fp32; torch.compile would pass fp64
+        for hd in (64, 8):
+            _compile_for_hopper(p._attention_kernel, {**att, "scale": scale},
+                                {"G": 4, "HD": hd, "SPLITS": 32, "BLOCK_S": 64, "ROWS": 16, "HDP": max(16, hd),
+                                 "PDL": True})
     _compile_for_hopper(p._merge_kernel, {"acc_ptr": "*fp32", "ml_ptr": "*fp32", "o_ptr": "*bf16"},
                         {"HD": 64, "SPLITS": 32, "PDL": True})
 

@@ -106,14 +106,17 @@ def test_a_result_beyond_the_physical_floor_is_suspect_and_has_no_speedup(trust_
     assert "SUSPECT" in summary
 
 
-def test_a_variant_declaring_its_own_bytes_is_rated_on_them(trust_run):
+def test_a_variant_declaring_its_own_bytes_is_rated_on_them_within_what_its_precision_saves(trust_run):
     # bytes_moved in a variant file (float8 weights read where the baseline reads bf16): its GB/s and the
-    # physics check use them; the report says so. Its speedup stays withheld: the baseline is suspect.
-    _, pairs, summary = trust_run
-    own = variants(pairs["claims"])["claims_own_bytes"]
-    assert own["verified"] and own["bytes_moved"] == 2 * 4096 * 4
-    assert "floor its workload implies" not in own["suspect"] and "baseline" in own["suspect"]
-    assert "its bytes_moved" in own["ceiling_note"]
+    # physics check use them, within the workload's bytes scaled by the precision's width; a declaration
+    # beyond that is ignored, so it cannot lower the floor the check holds a variant to.
+    _, pairs, _ = trust_run
+    v = variants(pairs["claims"])
+    own, few = v["claims_own_bytes"], v["claims_too_few_bytes"]
+    assert own["verified"] and own["bytes_moved"] == 32e9 and "its bytes_moved" in own["ceiling_note"]
+    assert "3.2e+04 MB" in own["suspect"]              # the check's floor is its 32 GB, not the workload's 64
+    assert few["verified"] and "bytes_moved" not in few and "bytes_moved ignored" in few["bytes_note"]
+    assert "6.4e+04 MB" in few["suspect"] and "floor its workload implies" in few["suspect"]
 
 
 def test_ceilings_a_result_beat_are_not_reused(trust_run):
