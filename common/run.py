@@ -401,13 +401,12 @@ class Trial:
         if not own:
             return w
         declared = float(own(w))
-        width = {"fp64": 64, "fp32": 32, "tf32": 32, "bf16": 16, "fp16": 16, "fp8": 8}
-        ratio = min(1.0, width.get(self.precision or self.ctx.base_precision, 32) /
-                    width.get(self.ctx.base_precision, 32))
+        width = lambda p: torch.finfo(PRECISION_DTYPE.get(p, torch.float32)).bits  # noqa: E731 (tf32: 32)
+        ratio = min(1.0, width(self.precision) / width(self.ctx.base_precision))
         if not ratio * w.bytes_moved <= declared <= w.bytes_moved:
             self.entry["bytes_note"] = (f"bytes_moved ignored: {declared / 1e6:.4g} MB is outside "
                                         f"{ratio * w.bytes_moved / 1e6:.4g}-{w.bytes_moved / 1e6:.4g} MB (the "
-                                        f"workload's bytes at {self.precision or self.ctx.base_precision} "
+                                        f"workload's bytes at {self.precision} "
                                         f"against {self.ctx.base_precision}, up to the workload's)")
             print(f"  {self.v.name}: {self.entry['bytes_note']}")
             return w
