@@ -2,9 +2,10 @@
 
 At batch 1 the step's time is its weights' bytes over the copy rate, so the next step past the bf16 floor
 is fewer bytes. Every product's weight (Q/K/V, output, gate/up, down, the LM head) is stored once in
-float8 e4m3 with one fp32 scale per output row (ch16/pdl_step.py: quantize_rows); the kernels are the
-PDL step's, loading 1-byte weights, widening them to fp32 in registers, and applying the row's scale to
-the row's sum. Activations, norms and the KV cache stay bf16. It reads 822 MB a step against 1608 MB.
+float8 e4m3 with one fp32 scale per output row; the kernels are the PDL step's, loading 1-byte weights,
+widening them to fp32 in registers, and applying the row's scale to the row's sum. The format and its
+loads (quantize_rows, weight_tile, row_scales) are ch13/fp8_weight_only.py's, the file whose Triton
+product is chapter 13's weight-only float8 variant (ch13/optimized_fp8_linear_triton.py). Activations, norms and the KV cache stay bf16. It reads 822 MB a step against 1608 MB.
 
 Precision: float8 weights change the model (3 mantissa bits, a relative error up to 1/16 per weight), so
 the variant declares PRECISION = "fp8" and is verified at that tolerance against the eager bf16 step;

@@ -33,12 +33,16 @@ captured once in a CUDA graph (ch16/decode.py: capture_graph), whose kernel node
 from __future__ import annotations
 
 import math
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 
 import torch
+
+from ch13.fp8_weight_only import quantize_rows
 
 try:
     import triton
     import triton.language as tl
+    from ch13.fp8_weight_only import row_scales, weight_tile
 except ImportError:
     triton = None
 
@@ -74,16 +78,13 @@ if triton is not None:
                        FP8: tl.constexpr, PDL: tl.constexpr):
         """out = W @ norm(x) for BLOCK_N rows of W (N, K) per program. EPILOGUE 0: store; 1: add into out
         (the residual stream, in place); 2: rows are (gate, up) pairs, store SiLU(gate) * up.
-        FP8: W is float8 (e4m3) with one fp32 scale per row (scale_ptr), applied to the row's sum."""
+        FP8: W is float8 (e4m3) with one fp32 scale per row (scale_ptr), applied to the row's sum (the format
+        and its loads are ch13/fp8_weight_only.py's, shared with chapter 13's fp8_linear pair)."""
         row0 = tl.program_id(0) * BLOCK_N
         rows = row0 + tl.arange(0, BLOCK_N)
         cols = tl.arange(0, BLOCK_K)
-        w = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=cols[None, :] < K, other=0.0,
-                    eviction_policy="evict_first")
-        if FP8:
-            row_scale = tl.load(scale_ptr + rows)
-        else:
-            row_scale = 1.0
+        w = weight_tile(w_ptr, rows, cols, K)
+        row_scale = row_scales(scale_ptr, rows, FP8)
         if NORM:
             g = tl.load(g_ptr + cols, mask=cols < K, other=0.0)
         else:
@@ -115,13 +116,9 @@ if triton is not None:
         row0 = tl.program_id(0) * BLOCK_N
         rows = row0 + tl.arange(0, BLOCK_N)
         cols = tl.arange(0, BLOCK_K)
-        w = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=cols[None, :] < K, other=0.0,
-                    eviction_policy="evict_first")
+        w = weight_tile(w_ptr, rows, cols, K)
         g = tl.load(g_ptr + cols, mask=cols < K, other=0.0)
-        if FP8:
-            row_scale = tl.load(scale_ptr + rows)
-        else:
-            row_scale = 1.0
+        row_scale = row_scales(scale_ptr, rows, FP8)
         pos = tl.load(pos_ptr)                    # written before the graph runs, not by the last kernel
         head = row0 // HD                         # BLOCK_N divides HD: a program's rows are in one head
         pair = (row0 % HD) // 2 + tl.arange(0, BLOCK_N // 2)
@@ -225,14 +222,6 @@ if triton is not None:
         wgt = tl.where(m > float("-inf"), tl.exp(m - top), 0.0)   # empty splits weigh nothing
         o = tl.sum(acc * wgt[:, None], axis=0) / tl.sum(l * wgt, axis=0)
         tl.store(o_ptr + qh * HD + d, o.to(o_ptr.dtype.element_ty))
-
-
-def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(float8 e4m3 weight, fp32 scale per row) with w ≈ w8 * scale[:, None]: each row's largest |w| maps to
-    e4m3's largest value, 448 (per-output-channel scaling: one row's outliers cost no other row precision)."""
-    wf = w.float()
-    scale = wf.abs().amax(dim=1).clamp_min(1e-12) / torch.finfo(torch.float8_e4m3fn).max
-    return (wf / scale[:, None]).to(torch.float8_e4m3fn).contiguous(), scale.contiguous()
 
 
 def _interleave(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

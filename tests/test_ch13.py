@@ -1,5 +1,6 @@
 """Chapter 13 on the CPU: the verdict's thresholds, the walkthrough's CPU run, the pairs' CPU paths."""
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -240,3 +241,68 @@ def test_a_cpu_walkthrough_gets_no_gpu_verdict(tmp_path):
     report = json.loads((tmp_path / "walkthrough.json").read_text())
     assert [f["rule"] for f in report["verdict"]] == ["allocation on the host"]
     assert "GPU waiting" not in text and "many small kernels" not in text
+
+
+# ------------------------------------------------------------------ the weight-only float8 kernel (shared with ch16)
+FP8_LINEAR_CHECK = """
+import torch
+import torch.nn.functional as F
+from ch13.fp8_weight_only import fp8_linear, quantize_rows
+from common import Workload
+torch.manual_seed(0)
+def rel(a, b):
+    return float((a - b).norm() / b.norm())
+# tokens not a multiple of 16 and past one 64-token tile; K split over 1 and 4 programs; with and without bias
+for M, N, K, blocks in ((5, 256, 512, None), (70, 64, 1024, (32, 128, 4, 4, 4)), (16, 128, 256, (64, 128, 1, 4, 4))):
+    x, w, b = torch.randn(M, K), torch.randn(N, K) / K ** 0.5, 0.1 * torch.randn(N)
+    w8, s = quantize_rows(w)
+    wd = w8.float() * s[:, None]                                   # what the float8 weights mean
+    assert 1e-3 < rel(wd, w) < 0.05, rel(wd, w)                    # e4m3: 3 mantissa bits, per-row scale
+    for bias in (b, None):
+        for gelu in (False, True):
+            ref = F.linear(x, wd, bias)
+            ref = F.gelu(ref, approximate="tanh") if gelu else ref
+            assert rel(fp8_linear(x, w8, s, bias, gelu=gelu, blocks=blocks), ref) < 1e-5, (M, N, K, blocks, gelu)
+# the pair: the optimized variant against the baseline's bf16-free CPU layers, within the fp8 tolerance
+from ch13 import baseline_fp8_linear as base, optimized_fp8_linear_triton as opt
+w = base.workload(3, "cpu", quick=True)
+ref, out = base.prepare(w)(), opt.prepare(w)()
+assert 1e-3 < rel(out, ref) < 0.15, rel(out, ref)
+print("ok")
+"""
+
+
+def test_fp8_linear_under_the_triton_interpreter_is_the_dequantized_product():
+    """ch13/fp8_weight_only.py on the CPU (TRITON_INTERPRET=1): the product, its split-K sum, bias and GELU
+    equal F.linear on the dequantized weights; the fp8_linear variant stays within the fp8 tolerance."""
+    from test_ch16 import _run_interpreted
+    _run_interpreted(FP8_LINEAR_CHECK, timeout=300)
+
+
+def test_fp8_linear_compiles_for_hopper_with_the_weights_widened_in_registers():
+    """The float8 loads and the tensor-core dot exist only in a GPU build: compiled here for sm_90. The weight
+    tile is loaded as e4m3 and converted (cvt) in registers; nothing writes a bf16 copy of it."""
+    from test_ch16 import _compile_for_hopper
+    from ch13 import fp8_weight_only as f
+    sig = {"x_ptr": "*bf16", "w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "bias_ptr": "*bf16", "out_ptr": "*bf16",
+           "part_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "K_PER_SPLIT": "i32"}
+    for split, gelu in ((1, True), (4, False)):
+        stores = set()
+        for block_k in (128, 256):
+            c = _compile_for_hopper(f._fp8_linear_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64, "BLOCK_K": block_k,
+                                                                "SPLIT_K": split, "HAS_BIAS": True, "GELU": gelu})
+            ptx = c.asm["ptx"]
+            assert re.search(r"cvt\.\S*e4m3", ptx), "float8 widened in registers"
+            assert "wgmma" in ptx or "mma.sync" in ptx, "the product on the tensor cores"
+            stores.add(ptx.count("st.global"))
+        # a weight tile twice as long, the same global stores: only the output (or partial sums) is written
+        assert len(stores) == 1, stores
+    _compile_for_hopper(f._split_k_sum_kernel, {"part_ptr": "*fp32", "bias_ptr": "*bf16", "out_ptr": "*bf16",
+                                                "M": "i32", "N": "i32"},
+                        {"SPLIT_K": 4, "BLOCK_N": 64, "BLOCK_M": 64, "HAS_BIAS": True, "GELU": False})
+
+
+def test_the_fp8_sweep_without_a_gpu_is_one_error_line():
+    if not no_gpu():
+        pytest.skip("with a GPU the sweep runs")
+    assert "GPU" in one_error_line(["ch13/fp8_weight_only.py", "--tokens", "1"])

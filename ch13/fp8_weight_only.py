@@ -1,0 +1,249 @@
+"""Weight-only float8 that is faster than bf16: e4m3 weights, one scale per output row, widened in registers.
+
+At decode sizes (a few to a few dozen tokens) a linear layer's time is its weight bytes over the copy rate:
+the FLOPs are a rounding error. Float8 (e4m3) weights are half of bf16's bytes, so the layer can take half
+the time, on one condition: the 1-byte weights must be widened *in registers*, inside the product, and
+never written back to memory as bf16 (torchao's Float8WeightOnlyConfig does write them back, which is why
+it is slower than bf16: ch13/optimized_fp8_linear_weight_only.py). This file is that kernel, and the one
+place the repository defines the format:
+
+- `quantize_rows(w)`: per output row, the largest |w| maps to e4m3's largest value (448); one fp32 scale per
+  row, so one row's outliers cost no other row precision. Done once, where the weights are loaded.
+- `weight_tile` and `row_scales`: how a kernel reads the format. A tile of weight rows is loaded (1 byte
+  each, marked evict-first: each is read once per call), converted in registers, and the row's scale
+  multiplies the row's *sum*, not each weight: y[n] = scale[n] * sum_k w8[n, k] x[k]. Chapter 16's
+  decode step (ch16/pdl_step.py) reads its float8 weights with these two functions.
+- `fp8_linear(x, w8, scale, bias, gelu)`: y = x @ (w8 * scale).T + bias for M tokens, the product a
+  Triton tl.dot on a tile of BLOCK_N weight rows by all the tokens (M padded to 16, tl.dot's smallest).
+  The weight tile is the dot's first operand, so the tokens are its narrow dimension (the "swap AB" of
+  decode kernels: a 64-row MMA over weight rows, 16-64 columns of tokens). Where K is long and N short
+  (a down projection) the K range is split over SPLIT_K programs, each writing fp32 partial sums, and a
+  second small kernel adds them, scales, adds the bias and rounds: without the split the grid is a
+  fraction of the 132 SMs and the copy rate is out of reach.
+
+Where eager rounds, this rounds: the product with its bias to the activation dtype, then the GELU's
+output. Run it as a script for the block sizes per shape and the speed against cuBLAS bf16:
+`python ch13/fp8_weight_only.py --help`.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import pathlib
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = None
+
+E4M3 = torch.float8_e4m3fn
+# (BLOCK_N, BLOCK_K, SPLIT_K, warps, stages) by (N, K), tokens <= 64: the best of this script's sweep on the H100
+# (profiles/h100/fp8-weight-only-*/); other shapes get the heuristic in pick_blocks
+BLOCKS = {}
+
+
+def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(float8 e4m3 weight, fp32 scale per row) with w ≈ w8 * scale[:, None]: each row's largest |w| maps to
+    e4m3's largest value, 448 (per-output-channel scaling: one row's outliers cost no other row precision)."""
+    wf = w.float()
+    scale = wf.abs().amax(dim=1).clamp_min(1e-12) / torch.finfo(E4M3).max
+    return (wf / scale[:, None]).to(E4M3).contiguous(), scale.contiguous()
+
+
+if triton is not None:
+    @triton.jit
+    def weight_tile(w_ptr, rows, cols, K):
+        """W[rows, cols] of a row-major (N, K) weight, as stored (float8 or not); columns past K read 0.
+        Evict-first: a call reads each weight once, so it should not push reused data out of L2."""
+        return tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=cols[None, :] < K, other=0.0,
+                       eviction_policy="evict_first")
+
+    @triton.jit
+    def row_scales(scale_ptr, rows, FP8: tl.constexpr):
+        """Each row's fp32 scale (FP8), or 1.0 for weights stored in the activation's type."""
+        if FP8:
+            return tl.load(scale_ptr + rows)
+        else:
+            return 1.0
+
+    @triton.jit
+    def _gelu_tanh(y):
+        """GELU, tanh approximation (nn.GELU(approximate="tanh")), in fp32: tanh(z) = 1 - 2 / (1 + e^2z)."""
+        z = 0.7978845608028654 * (y + 0.044715 * y * y * y)
+        return 0.5 * y * (2.0 - 2.0 / (1.0 + tl.exp(2.0 * z)))
+
+    @triton.jit
+    def _finish(acc, rows, toks, M, N, bias_ptr, out_ptr, HAS_BIAS: tl.constexpr, GELU: tl.constexpr):
+        """acc (BLOCK_N rows of W, BLOCK_M tokens), scaled: + bias, rounded, GELU, stored to out (M, N)."""
+        if HAS_BIAS:
+            acc = acc + tl.load(bias_ptr + rows).to(tl.float32)[:, None]
+        y = acc.to(out_ptr.dtype.element_ty)                    # eager rounds the product with its bias
+        if GELU:
+            y = _gelu_tanh(y.to(tl.float32)).to(out_ptr.dtype.element_ty)
+        tl.store(out_ptr + toks[None, :] * N + rows[:, None], y, mask=toks[None, :] < M)
+
+    @triton.jit
+    def _fp8_linear_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, out_ptr, part_ptr, M, N, K, K_PER_SPLIT,
+                           BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+                           SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, GELU: tl.constexpr):
+        """One program: BLOCK_N output features x BLOCK_M tokens over its share of K. W is float8 (N, K) with
+        a scale per row; x (M, K) and out (M, N) in the activation's type; part (SPLIT_K, M, N) fp32."""
+        rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+        toks = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)
+        k0 = tl.program_id(1) * K_PER_SPLIT
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        for k in range(k0, k0 + K_PER_SPLIT, BLOCK_K):
+            cols = k + tl.arange(0, BLOCK_K)
+            w = weight_tile(w_ptr, rows, cols, K)                                   # (BLOCK_N, BLOCK_K) e4m3
+            xt = tl.load(x_ptr + toks[None, :] * K + cols[:, None], mask=toks[None, :] < M, other=0.0)
+            acc = tl.dot(w.to(xt.dtype), xt, acc)                                   # widened in registers
+        acc = acc * row_scales(scale_ptr, rows, True)[:, None]
+        if SPLIT_K == 1:
+            _finish(acc, rows, toks, M, N, bias_ptr, out_ptr, HAS_BIAS, GELU)
+        else:
+            part = part_ptr + tl.program_id(1) * M * N
+            tl.store(part + toks[None, :] * N + rows[:, None], acc, mask=toks[None, :] < M)
+
+    @triton.jit
+    def _split_k_sum_kernel(part_ptr, bias_ptr, out_ptr, M, N, SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr,
+                            BLOCK_M: tl.constexpr, HAS_BIAS: tl.constexpr, GELU: tl.constexpr):
+        """out = finish(sum of the SPLIT_K fp32 partials), for BLOCK_N features x BLOCK_M tokens."""
+        rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+        toks = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        for s in range(SPLIT_K):
+            acc += tl.load(part_ptr + s * M * N + toks[None, :] * N + rows[:, None], mask=toks[None, :] < M,
+                           other=0.0)
+        _finish(acc, rows, toks, M, N, bias_ptr, out_ptr, HAS_BIAS, GELU)
+
+
+def pick_blocks(M: int, N: int, K: int) -> tuple[int, int, int, int, int]:
+    """(BLOCK_N, BLOCK_K, SPLIT_K, warps, stages) for a product of M tokens by an (N, K) weight. The measured
+    table first; otherwise 64-row tiles, and K split until the grid covers the GPU's SMs about twice."""
+    if (N, K) in BLOCKS and M <= 64:
+        return BLOCKS[(N, K)]
+    block_n = 64 if N % 64 == 0 else 16
+    block_k = min(256, triton.next_power_of_2(K))
+    split = 1
+    while N // block_n * split < 256 and K % (2 * split * block_k) == 0:
+        split *= 2
+    return block_n, block_k, split, 4, 4
+
+
+def fp8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
+               gelu: bool = False, blocks: tuple[int, int, int, int, int] | None = None) -> torch.Tensor:
+    """y = x @ (w8 * scale[:, None]).T (+ bias) (then tanh-GELU), in x's dtype: x (M, K), w8 (N, K) e4m3."""
+    if triton is None:
+        raise RuntimeError("fp8_linear needs Triton")
+    M, K = x.shape
+    N = w8.shape[0]
+    block_n, block_k, split, warps, stages = blocks or pick_blocks(M, N, K)
+    assert w8.dtype == E4M3 and w8.shape[1] == K and x.is_contiguous() and w8.is_contiguous()
+    assert N % block_n == 0 and K % (split * block_k) == 0, ("N, K must divide the tiles", N, K, blocks)
+    block_m = min(64, max(16, triton.next_power_of_2(M)))
+    out = torch.empty(M, N, device=x.device, dtype=x.dtype)
+    part = torch.empty(split, M, N, device=x.device, dtype=torch.float32) if split > 1 else out
+    b = bias if bias is not None else scale
+    grid = (N // block_n, split, triton.cdiv(M, block_m))
+    _fp8_linear_kernel[grid](x, w8, scale, b, out, part, M, N, K, K // split, BLOCK_N=block_n, BLOCK_M=block_m,
+                             BLOCK_K=block_k, SPLIT_K=split, HAS_BIAS=bias is not None, GELU=gelu,
+                             num_warps=warps, num_stages=stages)
+    if split > 1:
+        _split_k_sum_kernel[(N // block_n, triton.cdiv(M, block_m))](
+            part, b, out, M, N, SPLIT_K=split, BLOCK_N=block_n, BLOCK_M=block_m, HAS_BIAS=bias is not None,
+            GELU=gelu, num_warps=4)
+    return out
+
+
+# --- the sweep: block sizes per shape, against cuBLAS bf16, weights rotated over copies larger than L2 ---
+
+def _time_ms(fn, copies: int, reps: int = 50) -> float:
+    """Median ms of fn(i) over `reps` calls, i cycling over the weight copies (CUDA events, after warm-up)."""
+    for i in range(copies):
+        fn(i)
+    torch.cuda.synchronize()
+    times = []
+    for r in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn(r % copies)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return sorted(times)[len(times) // 2]
+
+
+def candidates(M: int, N: int, K: int):
+    for block_n in (32, 64, 128):
+        for block_k in (128, 256):
+            for split in (1, 2, 4, 8):
+                if N % block_n or K % (split * block_k) or N // block_n * split > 1024:
+                    continue
+                for warps, stages in ((4, 4), (8, 4)):
+                    yield block_n, block_k, split, warps, stages
+
+
+def sweep(shapes, tokens, out_md: pathlib.Path | None):
+    dev = torch.device("cuda")
+    l2 = torch.cuda.get_device_properties(dev).L2_cache_size
+    lines = ["| tokens | N x K | cuBLAS bf16 ms | fp8 ms | speedup | fp8 bytes GB/s | blocks (BLOCK_N, BLOCK_K, "
+             "SPLIT_K, warps, stages) | max rel. error vs bf16 |", "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: |"]
+    for N, K in shapes:
+        copies = max(2, -(-3 * l2 // (N * K)))      # every call reads weights that are not in L2
+        g = torch.Generator(device=dev).manual_seed(0)
+        ws = [(torch.randn(N, K, device=dev, generator=g) / K ** 0.5).to(torch.bfloat16) for _ in range(copies)]
+        qs = [quantize_rows(w) for w in ws]
+        for M in tokens:
+            x = torch.randn(M, K, device=dev, generator=g).to(torch.bfloat16)
+            base = _time_ms(lambda i: torch.nn.functional.linear(x, ws[i]), copies)
+            best = None
+            for blocks in candidates(M, N, K):
+                try:
+                    ms = _time_ms(lambda i: fp8_linear(x, *qs[i], blocks=blocks), copies)
+                except Exception as e:  # a tile that does not fit (shared memory): skip it, say so
+                    print(f"  {M} x {N} x {K} {blocks}: {type(e).__name__}", file=sys.stderr)
+                    continue
+                if best is None or ms < best[0]:
+                    best = (ms, blocks)
+            ms, blocks = best
+            ref = torch.nn.functional.linear(x, ws[0]).float()
+            err = float(((fp8_linear(x, *qs[0], blocks=blocks).float() - ref).norm() / ref.norm()))
+            gbs = (N * K + 4 * N + 2 * M * (K + N)) / ms / 1e6
+            lines.append(f"| {M} | {N} x {K} | {base:.4f} | {ms:.4f} | {base / ms:.2f}x | {gbs:.0f} | {blocks} | "
+                         f"{err:.1e} |")
+            print(lines[-1], flush=True)
+        del ws, qs
+    text = (f"# Weight-only float8 (ch13/fp8_weight_only.py) against cuBLAS bf16 F.linear\n\n"
+            f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}, Triton {triton.__version__}. Medians of "
+            f"50 calls, weights rotated over copies larger than 3x L2. The best of {len(list(candidates(64, 4096, 16384)))}"
+            f" or fewer block sizes per shape (only those that divide it).\n\n" + "\n".join(lines) + "\n")
+    if out_md:
+        out_md.write_text(text)
+    print(text)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] + " Sweeps the block sizes per shape (GPU only) "
+                                 "and prints each shape's best against cuBLAS bf16.")
+    ap.add_argument("--tokens", type=int, nargs="+", default=[1, 16, 64], help="rows of x (default 1 16 64)")
+    ap.add_argument("--shape", nargs="+", default=["14336x4096", "4096x14336", "16384x4096", "4096x16384"],
+                    help="weights as NxK (out x in); default: chapter 13's MLP and the issue's probe shapes")
+    ap.add_argument("--output", type=pathlib.Path, help="also write the table to this Markdown file")
+    a = ap.parse_args(argv)
+    try:
+        shapes = [tuple(int(v) for v in s.lower().split("x")) for s in a.shape]
+    except ValueError:
+        ap.error(f"--shape takes NxK, e.g. 4096x14336: {a.shape}")
+    if triton is None or not torch.cuda.is_available():
+        print("error: the sweep needs a CUDA GPU and Triton" + ("" if triton else " (Triton is not installed)"),
+              file=sys.stderr)
+        return 2
+    sweep(shapes, a.tokens, a.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""Weight-only float8 done right: e4m3 weights widened in registers inside one Triton product per layer.
+
+The same storage as torchao's weight-only pitfall (1-byte weights, bf16 activations), without its
+dequantize pass: ch13/fp8_weight_only.py loads each tile of float8 weights, converts it to bf16 in
+registers and feeds it to tl.dot with the 64 tokens, applying each row's scale to the row's sum. The
+weights cross memory once, at 1 byte each: 117 MB against bf16's 235 MB, so at the copy rate the two
+layers take half of eager's time. The up projection's bias and GELU run in its epilogue (one kernel
+instead of addmm + gelu); the down projection (K = 14336, N = 4096: only 64 tiles of 64 rows) splits K
+over programs so the grid covers the GPU, and adds the partial sums in a second small kernel.
+
+Prepared once: the weights quantized (one fp32 scale per output row). Per call: x, two products (plus the
+split-K sum). The kernel is shared with chapter 16's float8 decode step (ch16/pdl_step.py reads its
+weights with the same functions).
+"""
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import torch
+
+from ch13.fp8_weight_only import fp8_linear, quantize_rows
+
+PRECISION = "fp8"
+DEVICES = ("cuda",)
+REQUIRES = ("triton",)
+
+
+def bytes_moved(w):
+    """The baseline's count with 1-byte weights: float8 weights, their fp32 scales, the biases, x and y."""
+    (h, d), tokens = w.inputs["w_up"].shape, w.inputs["x"].shape[0]
+    es = w.inputs["x"].element_size()
+    return 2 * d * h + 4 * (h + d) + es * (h + d + 2 * tokens * d)
+
+
+def prepare(w):
+    x = w.inputs["x"]
+    w_up, s_up = quantize_rows(w.inputs["w_up"])
+    w_down, s_down = quantize_rows(w.inputs["w_down"])
+    b_up, b_down = w.inputs["b_up"], w.inputs["b_down"]
+
+    @torch.no_grad()
+    def call():
+        return fp8_linear(fp8_linear(x, w_up, s_up, b_up, gelu=True), w_down, s_down, b_down)
+    return call
+
+
+if __name__ == "__main__":
+    from common import run_pair_file
+    run_pair_file(__file__)
