@@ -153,7 +153,7 @@ def _launches(x, w8, scale, bias, gelu, blocks, out, part):
                 K_PER_SPLIT=K // split, BLOCK_K=block_k, SPLIT_K=split, **flags),
            dict(num_warps=warps, num_stages=stages))
     if split > 1:
-        yield (_split_k_sum_kernel, (N // block_n, triton.cdiv(M, block_m)),
+        yield (_split_k_sum_kernel, (N // block_n, triton.cdiv(M, block_m), 1),   # 3-D: the launcher reads 3
                dict(part_ptr=part, bias_ptr=b, out_ptr=out, M=M, N=N, SPLIT_K=split, **flags), dict(num_warps=4))
 
 
