@@ -17,9 +17,10 @@ place the repository defines the format:
   Triton tl.dot on a tile of BLOCK_N weight rows by all the tokens (M padded to 16, tl.dot's smallest).
   The weight tile is the dot's first operand, so the tokens are its narrow dimension (the "swap AB" of
   decode kernels: a 64-row MMA over weight rows, 16-64 columns of tokens). Where K is long and N short
-  (a down projection) the K range is split over SPLIT_K programs, each writing fp32 partial sums, and a
-  second small kernel adds them, scales, adds the bias and rounds: without the split the grid is a
-  fraction of the 132 SMs and the copy rate is out of reach.
+  (a down projection) the K range is split over SPLIT_K programs, each writing fp32 partial sums; the
+  last of a tile's programs to finish (an atomic count per tile) adds them, adds the bias and rounds.
+  Without the split the grid is a fraction of the 132 SMs and the copy rate is out of reach; with a
+  second kernel for the sum, its launch and the gap before it cost more than the sum.
 
 Where eager rounds, this rounds: the product with its bias to the activation dtype, then the GELU's
 output. Run it as a script for the block sizes per shape and the speed against cuBLAS bf16:
@@ -43,7 +44,7 @@ except ImportError:
 E4M3 = torch.float8_e4m3fn
 # (BLOCK_N, BLOCK_K, SPLIT_K, warps, stages) by (N, K), tokens <= 64: the best of this script's sweep on the H100
 # (profiles/h100/fp8-weight-only-*/); other shapes get the heuristic in pick_blocks
-BLOCKS = {}
+BLOCKS = {(14336, 4096): (64, 128, 1, 4, 4), (4096, 14336): (64, 128, 4, 4, 4)}
 
 
 def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -91,11 +92,13 @@ if triton is not None:
         tl.store(out_ptr + toks[None, :] * N + rows[:, None], y, mask=toks[None, :] < M)
 
     @triton.jit
-    def _fp8_linear_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, out_ptr, part_ptr, M, N, K, K_PER_SPLIT,
+    def _fp8_linear_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, out_ptr, part_ptr, count_ptr, M, N, K, K_PER_SPLIT,
                            BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                            SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, GELU: tl.constexpr):
         """One program: BLOCK_N output features x BLOCK_M tokens over its share of K. W is float8 (N, K) with
-        a scale per row; x (M, K) and out (M, N) in the activation's type; part (SPLIT_K, M, N) fp32."""
+        a scale per row; x (M, K) and out (M, N) in the activation's type. SPLIT_K > 1: part (SPLIT_K, M, N)
+        fp32 partial sums and count (one int32 per output tile, zero between calls): the last program of a
+        tile to finish adds the partial sums and writes the tile."""
         rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         toks = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)
         k0 = tl.program_id(1) * K_PER_SPLIT
@@ -109,37 +112,35 @@ if triton is not None:
         if SPLIT_K == 1:
             _finish(acc, rows, toks, M, N, bias_ptr, out_ptr, HAS_BIAS, GELU)
         else:
-            part = part_ptr + tl.program_id(1) * M * N
-            tl.store(part + toks[None, :] * N + rows[:, None], acc, mask=toks[None, :] < M)
-
-    @triton.jit
-    def _split_k_sum_kernel(part_ptr, bias_ptr, out_ptr, M, N, SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr,
-                            BLOCK_M: tl.constexpr, HAS_BIAS: tl.constexpr, GELU: tl.constexpr):
-        """out = finish(sum of the SPLIT_K fp32 partials), for BLOCK_N features x BLOCK_M tokens."""
-        rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-        toks = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
-        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-        for s in range(SPLIT_K):
-            acc += tl.load(part_ptr + s * M * N + toks[None, :] * N + rows[:, None], mask=toks[None, :] < M,
-                           other=0.0)
-        _finish(acc, rows, toks, M, N, bias_ptr, out_ptr, HAS_BIAS, GELU)
+            tile = toks[None, :] * N + rows[:, None]
+            tl.store(part_ptr + tl.program_id(1) * M * N + tile, acc, mask=toks[None, :] < M)
+            tl.debug_barrier()                       # every thread's partial sums stored before the count
+            counter = count_ptr + tl.program_id(0) * tl.num_programs(2) + tl.program_id(2)
+            if tl.atomic_add(counter, 1, sem="acq_rel") == SPLIT_K - 1:   # the tile's last program
+                total = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+                for s in range(SPLIT_K):             # from L2 (.cg): the other programs ran on other SMs
+                    total += tl.load(part_ptr + s * M * N + tile, mask=toks[None, :] < M, other=0.0,
+                                     cache_modifier=".cg")
+                _finish(total, rows, toks, M, N, bias_ptr, out_ptr, HAS_BIAS, GELU)
+                tl.atomic_xchg(counter, 0)           # zero again for the next call
 
 
 def pick_blocks(M: int, N: int, K: int) -> tuple[int, int, int, int, int]:
     """(BLOCK_N, BLOCK_K, SPLIT_K, warps, stages) for a product of M tokens by an (N, K) weight. The measured
-    table first; otherwise 64-row tiles, and K split until the grid covers the GPU's SMs about twice."""
+    table first; otherwise 64-row tiles, and K split until the grid has 192 programs or more (the sweep's
+    best: 224 programs unsplit, 64 split four ways)."""
     if (N, K) in BLOCKS and M <= 64:
         return BLOCKS[(N, K)]
     block_n = 64 if N % 64 == 0 else 16
-    block_k = min(256, triton.next_power_of_2(K))
+    block_k = min(128, triton.next_power_of_2(K))
     split = 1
-    while N // block_n * split < 256 and K % (2 * split * block_k) == 0:
+    while N // block_n * split < 192 and K % (2 * split * block_k) == 0:
         split *= 2
     return block_n, block_k, split, 4, 4
 
 
-def _launches(x, w8, scale, bias, gelu, blocks, out, part):
-    """The kernel launches of one product, as (kernel, grid, arguments, options)."""
+def _launches(x, w8, scale, bias, gelu, blocks, out, part, counts):
+    """The kernel launch of one product, as (kernel, grid, arguments, options)."""
     M, K = x.shape
     N = w8.shape[0]
     block_n, block_k, split, warps, stages = blocks
@@ -147,20 +148,23 @@ def _launches(x, w8, scale, bias, gelu, blocks, out, part):
     assert N % block_n == 0 and K % (split * block_k) == 0, ("N, K must divide the tiles", N, K, blocks)
     block_m = min(64, max(16, triton.next_power_of_2(M)))
     b = bias if bias is not None else scale          # any pointer: HAS_BIAS=False never reads it
-    flags = dict(BLOCK_N=block_n, BLOCK_M=block_m, HAS_BIAS=bias is not None, GELU=gelu)
     yield (_fp8_linear_kernel, (N // block_n, split, triton.cdiv(M, block_m)),
-           dict(x_ptr=x, w_ptr=w8, scale_ptr=scale, bias_ptr=b, out_ptr=out, part_ptr=part, M=M, N=N, K=K,
-                K_PER_SPLIT=K // split, BLOCK_K=block_k, SPLIT_K=split, **flags),
+           dict(x_ptr=x, w_ptr=w8, scale_ptr=scale, bias_ptr=b, out_ptr=out, part_ptr=part, count_ptr=counts, M=M,
+                N=N, K=K, K_PER_SPLIT=K // split, BLOCK_N=block_n, BLOCK_M=block_m, BLOCK_K=block_k, SPLIT_K=split,
+                HAS_BIAS=bias is not None, GELU=gelu),
            dict(num_warps=warps, num_stages=stages))
-    if split > 1:
-        yield (_split_k_sum_kernel, (N // block_n, triton.cdiv(M, block_m), 1),   # 3-D: the launcher reads 3
-               dict(part_ptr=part, bias_ptr=b, out_ptr=out, M=M, N=N, SPLIT_K=split, **flags), dict(num_warps=4))
 
 
 def _buffers(x, w8, blocks):
-    M, N, split = x.shape[0], w8.shape[0], blocks[2]
+    """(out, fp32 partial sums, int32 counts per output tile: zeros) for a product; with no split, the
+    partial sums and counts are never touched (out stands in for both)."""
+    M, N, (block_n, _, split, _, _) = x.shape[0], w8.shape[0], blocks
     out = torch.empty(M, N, device=x.device, dtype=x.dtype)
-    return out, (torch.empty(split, M, N, device=x.device, dtype=torch.float32) if split > 1 else out)
+    if split == 1:
+        return out, out, out
+    tiles = N // block_n * triton.cdiv(M, min(64, max(16, triton.next_power_of_2(M))))
+    return (out, torch.empty(split, M, N, device=x.device, dtype=torch.float32),
+            torch.zeros(tiles, device=x.device, dtype=torch.int32))
 
 
 def fp8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
@@ -170,8 +174,8 @@ def fp8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias: tor
     if triton is None:
         raise RuntimeError("fp8_linear needs Triton")
     blocks = blocks or pick_blocks(x.shape[0], w8.shape[0], x.shape[1])
-    out, part = _buffers(x, w8, blocks)
-    for kernel, grid, args, options in _launches(x, w8, scale, bias, gelu, blocks, out, part):
+    out, part, counts = _buffers(x, w8, blocks)
+    for kernel, grid, args, options in _launches(x, w8, scale, bias, gelu, blocks, out, part, counts):
         kernel[grid](**args, **options)
     return out
 
@@ -188,9 +192,9 @@ class FP8Linear:
         if triton is None:
             raise RuntimeError("FP8Linear needs Triton")
         blocks = blocks or pick_blocks(x.shape[0], w8.shape[0], x.shape[1])
-        self.out, part = _buffers(x, w8, blocks)
+        self.out, part, counts = _buffers(x, w8, blocks)
         self.runs = []
-        for kernel, grid, args, options in _launches(x, w8, scale, bias, gelu, blocks, self.out, part):
+        for kernel, grid, args, options in _launches(x, w8, scale, bias, gelu, blocks, self.out, part, counts):
             compiled = kernel[grid](**args, **options)          # compiles (once per configuration) and runs
             if hasattr(compiled, "run") and hasattr(compiled, "__getitem__"):
                 ordered = [args[name] for name in kernel.arg_names]
@@ -237,10 +241,10 @@ def candidates(M: int, N: int, K: int):
     holds `stages` tiles of weights and of x)."""
     block_m = min(64, max(16, triton.next_power_of_2(M)))
     for block_n, block_k, split, (warps, stages) in itertools.product(
-            (16, 32, 64, 128, 256), (64, 128, 256), (1, 2, 4, 8, 16), ((4, 3), (4, 4), (4, 5), (8, 3), (8, 4))):
+            (32, 64, 128), (128, 256), (1, 2, 4, 8, 16), ((4, 3), (4, 4), (4, 5), (8, 3), (8, 4))):
         if N % block_n or K % (split * block_k) or not 48 <= N // block_n * split <= 2048:
             continue
-        if stages * (block_n * block_k + 2 * block_m * block_k) > 200 * 1024 or (block_n == 256 and warps == 4):
+        if stages * (block_n * block_k + 2 * block_m * block_k) > 200 * 1024:
             continue
         yield block_n, block_k, split, warps, stages
 

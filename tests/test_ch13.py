@@ -263,6 +263,14 @@ for M, N, K, blocks in ((5, 256, 512, None), (70, 64, 1024, (32, 128, 4, 4, 4)),
             ref = F.linear(x, wd, bias)
             ref = F.gelu(ref, approximate="tanh") if gelu else ref
             assert rel(fp8_linear(x, w8, s, bias, gelu=gelu, blocks=blocks), ref) < 1e-5, (M, N, K, blocks, gelu)
+# bound once, called again on new values: the split-K counts are back at zero after every call
+from ch13.fp8_weight_only import FP8Linear
+x, w = torch.randn(20, 512), torch.randn(128, 512) / 512 ** 0.5
+w8, s = quantize_rows(w)
+lin = FP8Linear(x, w8, s, blocks=(32, 64, 4, 4, 4))
+for _ in range(3):
+    x.copy_(torch.randn(20, 512))
+    assert rel(lin(), F.linear(x, w8.float() * s[:, None])) < 1e-5
 # the pair: the optimized variant against the baseline's bf16-free CPU layers, within the fp8 tolerance
 from ch13 import baseline_fp8_linear as base, optimized_fp8_linear_triton as opt
 w = base.workload(3, "cpu", quick=True)
@@ -285,7 +293,7 @@ def test_fp8_linear_compiles_for_hopper_with_the_weights_widened_in_registers():
     from test_ch16 import _compile_for_hopper
     from ch13 import fp8_weight_only as f
     sig = {"x_ptr": "*bf16", "w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "bias_ptr": "*bf16", "out_ptr": "*bf16",
-           "part_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "K_PER_SPLIT": "i32"}
+           "part_ptr": "*fp32", "count_ptr": "*i32", "M": "i32", "N": "i32", "K": "i32", "K_PER_SPLIT": "i32"}
     for split, gelu in ((1, True), (4, False)):
         stores = set()
         for block_k in (128, 256):
@@ -297,9 +305,8 @@ def test_fp8_linear_compiles_for_hopper_with_the_weights_widened_in_registers():
             stores.add(ptx.count("st.global"))
         # a weight tile twice as long, the same global stores: only the output (or partial sums) is written
         assert len(stores) == 1, stores
-    _compile_for_hopper(f._split_k_sum_kernel, {"part_ptr": "*fp32", "bias_ptr": "*bf16", "out_ptr": "*bf16",
-                                                "M": "i32", "N": "i32"},
-                        {"SPLIT_K": 4, "BLOCK_N": 64, "BLOCK_M": 64, "HAS_BIAS": True, "GELU": False})
+        if split > 1:   # the tile's count: an acquire-release atomic; the partial sums read back from L2
+            assert "atom.global.acq_rel" in ptx.replace(".gpu", "") and "ld.global.cg" in ptx, split
 
 
 def test_the_fp8_sweep_without_a_gpu_is_one_error_line():
