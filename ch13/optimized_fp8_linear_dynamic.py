@@ -1,13 +1,21 @@
-"""torchao's Float8DynamicActivationFloat8WeightConfig (per-row scales): both operands in float8, one fp8 GEMM.
+"""Pitfall, called eagerly at 64 tokens: torchao's Float8DynamicActivationFloat8WeightConfig (per-row scales).
 
-Each call quantizes the activation (64 x 4096: a few hundred KB, tiny) with a scale per row and runs
+Each call quantizes the activation (64 x 4096: a few hundred KB) with a scale per row and runs
 `torch._scaled_mm`, the float8 tensor-core GEMM, on float8 weights quantized once with a scale per output
-row: the weights cross memory once, at 1 byte each, half of bf16's bytes. This is the configuration that
-is faster; the profiler shows one quantize kernel and one fp8 GEMM per layer.
+row: the weights cross memory once, at 1 byte each. On paper, half of eager's time.
+
+Measured on the H100 (profiles/h100/ch13-fp8-a6cbf1a): 0.875 ms a call against eager bf16's 0.105 (0.1201x).
+The GPU's part is 115 us in 19 kernels (scripts/fp8_linear_kernels.py): the two fp8 GEMMs take 68 us
+together (cuBLAS picks 128 x 128 tiles, built for many tokens), and 17 small kernels quantize the
+activation op by op. The other ~760 us of the call are the host: torchao's float8 tensor subclass
+dispatches every op through Python. At decode sizes a layer's GPU work is tens of microseconds, so a
+library's per-call host cost decides; ch13/optimized_fp8_linear_triton.py does the same job in two
+kernels (0.0759 ms). KIND = "pitfall": reported with its slowdown.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 from ch13.optimized_fp8_linear_weight_only import quantized_prepare
 
+KIND = "pitfall"
 PRECISION = "fp8"
 DEVICES = ("cuda",)
 REQUIRES = ("torchao",)

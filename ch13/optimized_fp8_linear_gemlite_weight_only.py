@@ -1,4 +1,4 @@
-"""GemLite's float8 weight-only layers (A16W8_FP8): the same storage as torchao's pitfall, dequantized inside the GEMM.
+"""Pitfall, called eagerly: GemLite's float8 weight-only layers (A16W8_FP8), dequantized inside the GEMM.
 
 GemLite's Triton kernel loads the 1-byte weight tile, converts it to bf16 in registers and feeds the
 tensor cores: the weights cross memory once, at 1 byte each, with no bf16 copy written out. Against the
@@ -6,12 +6,19 @@ torchao pitfall this isolates the cause: weight-only float8 is slow when the deq
 separate pass, not by nature. GemLite picks its kernel (GEMV, split-K GEMM, GEMM) and tile from its
 bundled H100 configurations (gemlite/configs/h100.json) and autotunes shapes it has not seen; that
 happens in prepare() (prepare_s).
+
+Measured on the H100 (profiles/h100/ch13-fp8-a6cbf1a): 0.368 ms a call against eager bf16's 0.105 (0.287x).
+Its kernels are not the problem: 92.0 us a call in 5 kernels (scripts/fp8_linear_kernels.py), the two GEMMs
+83.3 us together against eager's 88.4 us. The other ~276 us are the host: GemLite's layer prepares and
+launches its Triton kernel from Python on every call. The same design launched with its arguments bound
+once is ch13/optimized_fp8_linear_triton.py (0.0759 ms). KIND = "pitfall": reported with its slowdown.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
 
 from ch13.baseline_fp8_linear import mlp_module
 
+KIND = "pitfall"
 PRECISION = "fp8"
 DEVICES = ("cuda",)
 REQUIRES = ("gemlite", "triton")

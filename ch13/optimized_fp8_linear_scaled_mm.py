@@ -1,14 +1,21 @@
-"""The same float8 path without torchao: weights quantized once, the activation each call, torch._scaled_mm.
+"""Pitfall, called eagerly: the float8 path by hand, the activation quantized op by op before each _scaled_mm.
 
 Per-tensor scales (amax / 448), so the few lines are readable: quantize x (abs-max, scale, cast), then
 `_scaled_mm(x8, w8, scale_a, scale_b, bias)` twice with the GELU between in bf16. What torchao's dynamic
-config does, minus its per-row scales and its kernel choices; a check that the speed comes from the
-fp8 GEMM, not the library.
+config does, minus its per-row scales, its kernel choices and its Python dispatch.
+
+Measured on the H100 (profiles/h100/ch13-fp8-a6cbf1a): 0.222 ms a call against eager bf16's 0.105 (0.473x),
+though its two fp8 GEMMs take 27.8 + 25.2 us against eager's bf16 GEMMs' 44.8 + 43.6 us: the float8 tensor
+cores do win. The loss is everything around them: 21 kernels a call (scripts/fp8_linear_kernels.py), 46 us
+of them quantizing the activation (abs, amax, divide, cast, each a kernel over 64 x 4096 or 64 x 14336
+values), and the host launching all 21. Quantizing in the GEMM's prologue, or compiling the call, is the
+fix this file does not make. KIND = "pitfall": reported with its slowdown.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
 import torch.nn.functional as F
 
+KIND = "pitfall"
 PRECISION = "fp8"
 DEVICES = ("cuda",)
 FP8, FP8_MAX = torch.float8_e4m3fn, 448.0
