@@ -313,3 +313,10 @@ def test_the_fp8_sweep_without_a_gpu_is_one_error_line():
     if not no_gpu():
         pytest.skip("with a GPU the sweep runs")
     assert "GPU" in one_error_line(["ch13/fp8_weight_only.py", "--tokens", "1"])
+
+
+def test_the_fp8_kernel_listing_without_a_gpu_is_one_error_line(tmp_path):
+    if not no_gpu():
+        pytest.skip("with a GPU the listing runs")
+    assert "GPU" in one_error_line(["scripts/fp8_linear_kernels.py", str(tmp_path / "k.json")])
+    assert not (tmp_path / "k.json").exists()
