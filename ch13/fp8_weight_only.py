@@ -18,9 +18,9 @@ place the repository defines the format:
   The weight tile is the dot's first operand, so the tokens are its narrow dimension (the "swap AB" of
   decode kernels: a 64-row MMA over weight rows, 16-64 columns of tokens). Where K is long and N short
   (a down projection) the K range is split over SPLIT_K programs, each writing fp32 partial sums; the
-  last of a tile's programs to finish (an atomic count per tile) adds them, adds the bias and rounds.
-  Without the split the grid is a fraction of the 132 SMs and the copy rate is out of reach; with a
-  second kernel for the sum, its launch and the gap before it cost more than the sum.
+  last of a tile's programs to finish (an atomic count per tile) adds them, adds the bias and rounds, so
+  a call stays one launch. Without the split the grid is a fraction of the 132 SMs.
+  Up to 64 tokens the weights are read once a call; more tokens are tiled by 64, each tile reading them.
 
 Where eager rounds, this rounds: the product with its bias to the activation dtype, then the GELU's
 output. Run it as a script for the block sizes per shape and the speed against cuBLAS bf16:
@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
+import subprocess
 import sys
 import pathlib
 
@@ -42,8 +44,8 @@ except ImportError:
     triton = None
 
 E4M3 = torch.float8_e4m3fn
-# (BLOCK_N, BLOCK_K, SPLIT_K, warps, stages) by (N, K), tokens <= 64: the best of this script's sweep on the H100
-# (profiles/h100/fp8-weight-only-*/); other shapes get the heuristic in pick_blocks
+# (BLOCK_N, BLOCK_K, SPLIT_K, warps, stages) by (N, K), tokens <= 64: the best at 64 tokens of this script's sweep
+# on the H100 (profiles/h100/ch13-fp8-a6cbf1a/fp8_weight_only_sweep.md); other shapes get pick_blocks' heuristic
 BLOCKS = {(14336, 4096): (64, 128, 1, 4, 4), (4096, 14336): (64, 128, 4, 4, 4)}
 
 
@@ -59,7 +61,7 @@ if triton is not None:
     @triton.jit
     def weight_tile(w_ptr, rows, cols, K, EVEN_K: tl.constexpr = False):
         """W[rows, cols] of a row-major (N, K) weight, as stored (float8 or not); columns past K read 0 unless
-        EVEN_K (the caller's tiles divide K: no mask, which on the H100 took 0.0617 against 0.0500 ms).
+        EVEN_K (the caller's tiles divide K: no mask).
         Evict-first: a call reads each weight once, so it should not push reused data out of L2."""
         if EVEN_K:
             return tl.load(w_ptr + rows[:, None] * K + cols[None, :], eviction_policy="evict_first")
@@ -132,7 +134,9 @@ def pick_blocks(M: int, N: int, K: int) -> tuple[int, int, int, int, int]:
     if (N, K) in BLOCKS and M <= 64:
         return BLOCKS[(N, K)]
     block_n = 64 if N % 64 == 0 else 16
-    block_k = min(128, triton.next_power_of_2(K))
+    block_k = 128
+    while K % block_k and block_k > 16:      # the tiles must divide K (unmasked loads)
+        block_k //= 2
     split = 1
     while N // block_n * split < 192 and K % (2 * split * block_k) == 0:
         split *= 2
@@ -283,8 +287,11 @@ def sweep(shapes, tokens, out_md: pathlib.Path | None):
                          f"{base_host:.4f}, {host:.4f}, {bound:.4f} | {err:.1e} |")
             print(lines[-1], flush=True)
         del ws, qs
+    commit = os.environ.get("GIT_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                                             text=True, cwd=pathlib.Path(__file__).parent).stdout.strip()
     text = (f"# Weight-only float8 (ch13/fp8_weight_only.py) against cuBLAS bf16 F.linear\n\n"
-            f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}, Triton {triton.__version__}. Per call: "
+            f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}, Triton {triton.__version__}, commit "
+            f"`{commit or 'unknown'}`. Per call: "
             f"the median of 30 replays of a CUDA graph of calls over weight copies larger than 3x L2 together (the "
             f"kernels' time); beside it, the same calls launched one by one (with the host's launch cost), the fp8 "
             f"ones through Triton's JIT (fp8_linear) and through the compiled kernels (FP8Linear). The best "

@@ -6,9 +6,10 @@ row: the weights cross memory once, at 1 byte each. On paper, half of eager's ti
 
 Measured on the H100 (profiles/h100/ch13-fp8-a6cbf1a): 0.875 ms a call against eager bf16's 0.105 (0.1201x).
 The GPU's part is 115 us in 19 kernels (scripts/fp8_linear_kernels.py): the two fp8 GEMMs take 68 us
-together (cuBLAS picks 128 x 128 tiles, built for many tokens), and 17 small kernels quantize the
-activation op by op. The other ~760 us of the call are the host: torchao's float8 tensor subclass
-dispatches every op through Python. At decode sizes a layer's GPU work is tens of microseconds, so a
+together (cuBLAS picks 128 x 128 tiles, built for many tokens), 16 small kernels (45 us) quantize the
+activation op by op, and one is the GELU. The other ~760 us of the call are not GPU work but the host's:
+in a rerun (profiles/h100/ch13-fp8-025372a) the call took 0.967 ms and its kernels the same 115.8 us.
+torchao's float8 tensor subclass dispatches each op in Python (its CPU side was not profiled here). At decode sizes a layer's GPU work is tens of microseconds, so a
 library's per-call host cost decides; ch13/optimized_fp8_linear_triton.py does the same job in two
 kernels (0.0759 ms). KIND = "pitfall": reported with its slowdown.
 """

@@ -9,8 +9,9 @@ happens in prepare() (prepare_s).
 
 Measured on the H100 (profiles/h100/ch13-fp8-a6cbf1a): 0.368 ms a call against eager bf16's 0.105 (0.287x).
 Its kernels are not the problem: 92.0 us a call in 5 kernels (scripts/fp8_linear_kernels.py), the two GEMMs
-83.3 us together against eager's 88.4 us. The other ~276 us are the host: GemLite's layer prepares and
-launches its Triton kernel from Python on every call. The same design launched with its arguments bound
+83.3 us together against eager's 88.4 us. The other ~276 us are not GPU work but the host's (a rerun:
+0.401 ms a call, 92.9 us of kernels): GemLite's layer prepares and launches its Triton kernel from
+Python on every call (its CPU side was not profiled here). The same design launched with its arguments bound
 once is ch13/optimized_fp8_linear_triton.py (0.0759 ms). KIND = "pitfall": reported with its slowdown.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702

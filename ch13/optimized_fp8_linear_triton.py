@@ -17,7 +17,7 @@ it; two kernels. The kernel is shared with chapter 16's float8 decode step
 
 Measured on the H100 (profiles/h100/ch13-fp8-a6cbf1a): 0.0759 ms a call against eager bf16's 0.105:
 1.38x, not the 2x the bytes allow. The two kernels run at 1.81 and 1.64 TB/s on their float8 bytes
-(fp8_weight_only_sweep.md), 55-60% of the copy rate, where cuBLAS streams the bf16 weights at 2.6 TB/s:
+(fp8_weight_only_sweep.md), 55-60% of the copy rate, where cuBLAS streams the bf16 weights at 2.5-2.6 TB/s:
 with 64 tokens a program reads twice as many bytes of x (from L2) as of weights, and Nsight Compute shows
 the up projection latency-bound (DRAM and SM throughput at 44% and 47%, 2 programs of 4 warps per SM, held
 there by 90 KB of shared memory each: ncu_up_projection_64_tokens.txt). At 1 and 16 tokens the same
