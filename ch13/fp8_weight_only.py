@@ -45,7 +45,7 @@ except ImportError:
 
 E4M3 = torch.float8_e4m3fn
 # (BLOCK_N, BLOCK_K, SPLIT_K, warps, stages) by (N, K), tokens <= 64: the best at 64 tokens of this script's sweep
-# on the H100 (profiles/h100/ch13-fp8-a6cbf1a/fp8_weight_only_sweep.md); other shapes get pick_blocks' heuristic
+# on the H100 (profiles/h100/ch13-fp8-4450696/fp8_weight_only_sweep.md); other shapes get pick_blocks' heuristic
 BLOCKS = {(14336, 4096): (64, 128, 1, 4, 4), (4096, 14336): (64, 128, 4, 4, 4)}
 
 

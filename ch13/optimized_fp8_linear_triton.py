@@ -10,18 +10,18 @@ four ways so the grid covers the GPU, the last program of each tile adding the p
 
 Prepared once: the weights quantized (one fp32 scale per output row), the hidden and output buffers,
 the kernels compiled and their arguments bound (FP8Linear: launched one by one on the H100, a layer took
-0.0391-0.0562 ms through Triton's JIT, which binds and checks its arguments in Python on every call, and
-0.0307-0.0386 ms bound: fp8_weight_only_sweep.md). Per call: x, read where the workload refreshes
-it; two kernels. The kernel is shared with chapter 16's float8 decode step
+0.0399-0.0621 ms through Triton's JIT, which binds and checks its arguments in Python on every call, and
+0.0305-0.0381 ms bound: profiles/h100/ch13-fp8-4450696/fp8_weight_only_sweep.md). Per call: x, read where
+the workload refreshes it; two kernels. The kernel is shared with chapter 16's float8 decode step
 (ch16/pdl_step.py reads its weights with the same functions).
 
 Measured on the H100 (profiles/h100/ch13-fp8-a6cbf1a): 0.0759 ms a call against eager bf16's 0.105:
-1.38x, not the 2x the bytes allow. The two kernels run at 1.81 and 1.64 TB/s on their float8 bytes
-(fp8_weight_only_sweep.md), 55-60% of the copy rate, where cuBLAS streams the bf16 weights at 2.5-2.6 TB/s:
+1.38x, not the 2x the bytes allow. The two kernels run at 1.79 and 1.70 TB/s on their float8 bytes
+(the sweep), 57-59% of the copy rate, where cuBLAS streams the bf16 weights at 2.5-2.6 TB/s:
 with 64 tokens a program reads twice as many bytes of x (from L2) as of weights, and Nsight Compute shows
 the up projection latency-bound (DRAM and SM throughput at 44% and 47%, 2 programs of 4 warps per SM, held
-there by 90 KB of shared memory each: ncu_up_projection_64_tokens.txt). At 1 and 16 tokens the same
-kernels reach 1.42-1.50x cuBLAS.
+there by 90 KB of shared memory each: ch13-fp8-a6cbf1a/ncu_up_projection_64_tokens.txt). At 1 and 16 tokens the same
+kernels reach 1.45-1.56x cuBLAS.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
