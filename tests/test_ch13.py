@@ -271,6 +271,18 @@ lin = FP8Linear(x, w8, s, blocks=(32, 64, 4, 4, 4))
 for _ in range(3):
     x.copy_(torch.randn(20, 512))
     assert rel(lin(), F.linear(x, w8.float() * s[:, None])) < 1e-5
+# fp8_gemm's per-token quantization: one scale per row (its largest |x| maps to 448), the rows in e4m3
+from ch13.optimized_fp8_gemm import quantize_tokens
+x = torch.randn(6, 300) * torch.logspace(-3, 3, 6)[:, None]      # rows of very different sizes, K not 2^n
+q, sc = torch.empty(6, 300, dtype=torch.float8_e4m3fn), torch.empty(6, 1)
+quantize_tokens(x, q, sc)
+assert torch.allclose(sc[:, 0], x.abs().amax(dim=1) / 448, rtol=1e-6)
+assert torch.allclose(q.float().abs().amax(dim=1), torch.full((6,), 448.0))
+# every element as torch rounds it, but where the interpreter's e4m3 emulation (Triton 3.9) rounds up across
+# a power of two (124.3 -> 128) and returns half of it (64): a CPU-only fault, the GPU converts with cvt.rn
+t, qf = (x / sc).to(torch.float8_e4m3fn).float(), q.float()
+off = qf != t
+assert torch.equal(2 * qf[off], t[off]) and float(off.float().mean()) < 0.1, (qf[off], t[off])
 # the pair: the optimized variant against the baseline's bf16-free CPU layers, within the fp8 tolerance
 from ch13 import baseline_fp8_linear as base, optimized_fp8_linear_triton as opt
 w = base.workload(3, "cpu", quick=True)
@@ -307,6 +319,14 @@ def test_fp8_linear_compiles_for_hopper_with_the_weights_widened_in_registers():
         assert len(stores) == 1, stores
         if split > 1:   # the tile's count: an acquire-release atomic; the partial sums read back from L2
             assert "atom.global.acq_rel" in ptx.replace(".gpu", "") and "ld.global.cg" in ptx, split
+
+
+def test_the_token_quantization_compiles_for_hopper_to_e4m3():
+    from test_ch16 import _compile_for_hopper
+    from ch13.optimized_fp8_gemm import _quantize_rows_kernel
+    c = _compile_for_hopper(_quantize_rows_kernel, {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32", "K": "i32"},
+                            {"BLOCK_K": 8192})
+    assert re.search(r"cvt\.\S*e4m3", c.asm["ptx"])
 
 
 def test_the_fp8_sweep_without_a_gpu_is_one_error_line():
