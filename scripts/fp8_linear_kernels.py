@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""The CUDA kernels one call of each ch13 fp8_linear variant runs: name, count and GPU time per call.
+"""The CUDA kernels one call of each ch13 float8 variant runs (fp8_linear or fp8_gemm): name, count, GPU time.
 
-torch.profiler over 10 calls after 10 warm-up calls, at the pair's full size (64 tokens, 4096 -> 14336 ->
-4096, bf16). What it is for: the slow float8 paths explained by their kernels (a dequantize pass, quantize
+torch.profiler over 10 calls after 10 warm-up calls, at the pair's full size (fp8_linear: 64 tokens,
+4096 -> 14336 -> 4096; fp8_gemm: 8192 tokens, 8192 -> 8192; bf16). What it is for: the slow float8 paths explained by their kernels (a dequantize pass, quantize
 kernels around each GEMM, or a host that cannot keep up: a per-call span far above the kernels' sum).
 Variants whose package is missing (torchao, gemlite) print why and are skipped.
 
-  python scripts/fp8_linear_kernels.py OUT.json      (GPU only)
+  python scripts/fp8_linear_kernels.py OUT.json [--pair fp8_gemm]      (GPU only)
 """
 import argparse
 import importlib
@@ -16,9 +16,10 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-VARIANTS = ["baseline_fp8_linear", "optimized_fp8_linear_triton", "optimized_fp8_linear_scaled_mm",
-            "optimized_fp8_linear_weight_only", "optimized_fp8_linear_dynamic",
-            "optimized_fp8_linear_gemlite_weight_only", "optimized_fp8_linear_gemlite_dynamic"]
+VARIANTS = {"fp8_linear": ["baseline_fp8_linear", "optimized_fp8_linear_triton", "optimized_fp8_linear_scaled_mm",
+                           "optimized_fp8_linear_weight_only", "optimized_fp8_linear_dynamic",
+                           "optimized_fp8_linear_gemlite_weight_only", "optimized_fp8_linear_gemlite_dynamic"],
+            "fp8_gemm": ["baseline_fp8_gemm", "optimized_fp8_gemm"]}
 
 
 def kernels_per_call(call, calls: int = 10):
@@ -45,15 +46,15 @@ def kernels_per_call(call, calls: int = 10):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", type=pathlib.Path, help="JSON file: per variant, the span per call (us) and its kernels")
+    ap.add_argument("--pair", choices=sorted(VARIANTS), default="fp8_linear", help="which pair (default fp8_linear)")
     a = ap.parse_args(argv)
     import torch
     if not torch.cuda.is_available():
         print("error: needs a CUDA GPU", file=sys.stderr)
         return 2
-    from ch13 import baseline_fp8_linear as B
-    w = B.workload(0, "cuda")
+    w = importlib.import_module(f"ch13.baseline_{a.pair}").workload(0, "cuda")
     out = {}
-    for name in VARIANTS:
+    for name in VARIANTS[a.pair]:
         try:
             span, rows = kernels_per_call(importlib.import_module("ch13." + name).prepare(w))
         except ImportError as e:
