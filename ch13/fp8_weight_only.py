@@ -29,6 +29,7 @@ output. Run it as a script for the block sizes per shape and the speed against c
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import os
 import subprocess
@@ -37,11 +38,15 @@ import pathlib
 
 import torch
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))   # run as a script: the repository's root
+
 try:
     import triton
     import triton.language as tl
 except ImportError:
     triton = None
+if triton is not None:
+    from ch13.triton_kernels import gelu_tanh
 
 E4M3 = torch.float8_e4m3fn
 # (BLOCK_N, BLOCK_K, SPLIT_K, warps, stages) by (N, K), tokens <= 64: the best at 64 tokens of this script's sweep
@@ -78,19 +83,13 @@ if triton is not None:
             return 1.0
 
     @triton.jit
-    def _gelu_tanh(y):
-        """GELU, tanh approximation (nn.GELU(approximate="tanh")), in fp32: tanh(z) = 1 - 2 / (1 + e^2z)."""
-        z = 0.7978845608028654 * (y + 0.044715 * y * y * y)
-        return 0.5 * y * (2.0 - 2.0 / (1.0 + tl.exp(2.0 * z)))
-
-    @triton.jit
     def _finish(acc, rows, toks, M, N, bias_ptr, out_ptr, HAS_BIAS: tl.constexpr, GELU: tl.constexpr):
         """acc (BLOCK_N rows of W, BLOCK_M tokens), scaled: + bias, rounded, GELU, stored to out (M, N)."""
         if HAS_BIAS:
             acc = acc + tl.load(bias_ptr + rows).to(tl.float32)[:, None]
         y = acc.to(out_ptr.dtype.element_ty)                    # eager rounds the product with its bias
         if GELU:
-            y = _gelu_tanh(y.to(tl.float32)).to(out_ptr.dtype.element_ty)
+            y = gelu_tanh(y.to(tl.float32)).to(out_ptr.dtype.element_ty)
         tl.store(out_ptr + toks[None, :] * N + rows[:, None], y, mask=toks[None, :] < M)
 
     @triton.jit
@@ -143,32 +142,30 @@ def pick_blocks(M: int, N: int, K: int) -> tuple[int, int, int, int, int]:
     return block_n, block_k, split, 4, 4
 
 
-def _launches(x, w8, scale, bias, gelu, blocks, out, part, counts):
-    """The kernel launch of one product, as (kernel, grid, arguments, options)."""
+def _block_m(M: int) -> int:
+    """Tokens per program: all of them up to 64, at least tl.dot's 16."""
+    return min(64, max(16, triton.next_power_of_2(M)))
+
+
+def _launch(x, w8, scale, bias, gelu, blocks):
+    """(out, grid, arguments, options) of one product: the output allocated, and with a split K the fp32
+    partial sums and the int32 counts per output tile (zeros); with none, out stands in for both."""
     M, K = x.shape
     N = w8.shape[0]
     block_n, block_k, split, warps, stages = blocks
     assert w8.dtype == E4M3 and w8.shape[1] == K and x.is_contiguous() and w8.is_contiguous()
     assert N % block_n == 0 and K % (split * block_k) == 0, ("N, K must divide the tiles", N, K, blocks)
-    block_m = min(64, max(16, triton.next_power_of_2(M)))
+    block_m = _block_m(M)
+    grid = (N // block_n, split, triton.cdiv(M, block_m))
+    out = part = counts = torch.empty(M, N, device=x.device, dtype=x.dtype)
+    if split > 1:
+        part = torch.empty(split, M, N, device=x.device, dtype=torch.float32)
+        counts = torch.zeros(grid[0] * grid[2], device=x.device, dtype=torch.int32)
     b = bias if bias is not None else scale          # any pointer: HAS_BIAS=False never reads it
-    yield (_fp8_linear_kernel, (N // block_n, split, triton.cdiv(M, block_m)),
-           dict(x_ptr=x, w_ptr=w8, scale_ptr=scale, bias_ptr=b, out_ptr=out, part_ptr=part, count_ptr=counts, M=M,
-                N=N, K=K, K_PER_SPLIT=K // split, BLOCK_N=block_n, BLOCK_M=block_m, BLOCK_K=block_k, SPLIT_K=split,
-                HAS_BIAS=bias is not None, GELU=gelu),
-           dict(num_warps=warps, num_stages=stages))
-
-
-def _buffers(x, w8, blocks):
-    """(out, fp32 partial sums, int32 counts per output tile: zeros) for a product; with no split, the
-    partial sums and counts are never touched (out stands in for both)."""
-    M, N, (block_n, _, split, _, _) = x.shape[0], w8.shape[0], blocks
-    out = torch.empty(M, N, device=x.device, dtype=x.dtype)
-    if split == 1:
-        return out, out, out
-    tiles = N // block_n * triton.cdiv(M, min(64, max(16, triton.next_power_of_2(M))))
-    return (out, torch.empty(split, M, N, device=x.device, dtype=torch.float32),
-            torch.zeros(tiles, device=x.device, dtype=torch.int32))
+    return out, grid, dict(x_ptr=x, w_ptr=w8, scale_ptr=scale, bias_ptr=b, out_ptr=out, part_ptr=part,
+                           count_ptr=counts, M=M, N=N, K=K, K_PER_SPLIT=K // split, BLOCK_N=block_n,
+                           BLOCK_M=block_m, BLOCK_K=block_k, SPLIT_K=split, HAS_BIAS=bias is not None,
+                           GELU=gelu), dict(num_warps=warps, num_stages=stages)
 
 
 def fp8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
@@ -177,16 +174,15 @@ def fp8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias: tor
     Launched through Triton's JIT, which binds and checks the arguments on every call (see FP8Linear)."""
     if triton is None:
         raise RuntimeError("fp8_linear needs Triton")
-    blocks = blocks or pick_blocks(x.shape[0], w8.shape[0], x.shape[1])
-    out, part, counts = _buffers(x, w8, blocks)
-    for kernel, grid, args, options in _launches(x, w8, scale, bias, gelu, blocks, out, part, counts):
-        kernel[grid](**args, **options)
+    out, grid, args, options = _launch(x, w8, scale, bias, gelu,
+                                       blocks or pick_blocks(x.shape[0], w8.shape[0], x.shape[1]))
+    _fp8_linear_kernel[grid](**args, **options)
     return out
 
 
 class FP8Linear:
     """fp8_linear for one input buffer, set up once: the blocks picked, the output (and split-K partial sums)
-    allocated, each kernel compiled, and every call relaunched through the compiled kernel's own launcher
+    allocated, the kernel compiled, and every call relaunched through the compiled kernel's own launcher
     with the arguments bound in advance. A layer of a decode loop reads its input from the same buffer every
     step, and Triton's JIT launch (binding, type-checking and hashing a dozen arguments in Python on every
     call) costs more host time than these kernels take on the GPU: the H100 figures are in the sweep's
@@ -195,20 +191,16 @@ class FP8Linear:
     def __init__(self, x, w8, scale, bias=None, gelu=False, blocks=None):
         if triton is None:
             raise RuntimeError("FP8Linear needs Triton")
-        blocks = blocks or pick_blocks(x.shape[0], w8.shape[0], x.shape[1])
-        self.out, part, counts = _buffers(x, w8, blocks)
-        self.runs = []
-        for kernel, grid, args, options in _launches(x, w8, scale, bias, gelu, blocks, self.out, part, counts):
-            compiled = kernel[grid](**args, **options)          # compiles (once per configuration) and runs
-            if hasattr(compiled, "run") and hasattr(compiled, "__getitem__"):
-                ordered = [args[name] for name in kernel.arg_names]
-                self.runs.append((compiled[grid], ordered))
-            else:   # the CPU interpreter returns no compiled kernel: launch through the JIT
-                self.runs.append((kernel[grid], dict(**args, **options)))
+        self.out, grid, args, options = _launch(x, w8, scale, bias, gelu,
+                                                blocks or pick_blocks(x.shape[0], w8.shape[0], x.shape[1]))
+        compiled = _fp8_linear_kernel[grid](**args, **options)      # compiles (once per configuration) and runs
+        if hasattr(compiled, "run") and hasattr(compiled, "__getitem__"):
+            self.run, self.args = compiled[grid], [args[name] for name in _fp8_linear_kernel.arg_names]
+        else:   # the CPU interpreter returns no compiled kernel: launch through the JIT
+            self.run, self.args = functools.partial(_fp8_linear_kernel[grid], **args, **options), []
 
     def __call__(self) -> torch.Tensor:
-        for run, args in self.runs:
-            run(**args) if isinstance(args, dict) else run(*args)
+        self.run(*self.args)
         return self.out
 
 
@@ -218,6 +210,7 @@ def _time_ms(fn, copies: int, reps: int = 30) -> tuple[float, float]:
     """(device ms, host-inclusive ms) per call of fn(i), i cycling over the weight copies. Device: `copies` calls
     captured in one CUDA graph, median of `reps` replays (the kernels back to back, no host in the way). Host-
     inclusive: the same calls launched one by one from Python, as a program without a graph pays them."""
+    from ch13.alignment_sweep import time_ms      # CUDA events around each call, the median after warm-up
     for i in range(copies):
         fn(i)
     torch.cuda.synchronize()
@@ -225,25 +218,13 @@ def _time_ms(fn, copies: int, reps: int = 30) -> tuple[float, float]:
     with torch.cuda.graph(graph):
         for i in range(copies):
             fn(i)
-    out = []
-    for launch in (graph.replay, lambda: [fn(i) for i in range(copies)]):
-        launch()
-        times = []
-        for _ in range(reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            launch()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) / copies)
-        out.append(sorted(times)[len(times) // 2])
-    return out[0], out[1]
+    return tuple(time_ms(launch, reps) / copies for launch in (graph.replay, lambda: [fn(i) for i in range(copies)]))
 
 
 def candidates(M: int, N: int, K: int):
     """Block sizes that divide the shape, give the grid 48-2048 programs and fit shared memory (the pipeline
     holds `stages` tiles of weights and of x)."""
-    block_m = min(64, max(16, triton.next_power_of_2(M)))
+    block_m = _block_m(M)
     for block_n, block_k, split, (warps, stages) in itertools.product(
             (32, 64, 128), (128, 256), (1, 2, 4, 8, 16), ((4, 3), (4, 4), (4, 5), (8, 3), (8, 4))):
         if N % block_n or K % (split * block_k) or not 48 <= N // block_n * split <= 2048:

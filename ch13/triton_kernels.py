@@ -48,12 +48,17 @@ if TRITON:
         tl.store(y_ptr + row * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=inside)
 
     @triton.jit
+    def gelu_tanh(x):
+        """nn.GELU(approximate="tanh"): 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)."""
+        u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+        return x * tl.sigmoid(2.0 * u)
+
+    @triton.jit
     def _epilogue(acc, b_ptr, offs_n, N, HAS_BIAS: tl.constexpr, GELU: tl.constexpr):
         if HAS_BIAS:
             acc += tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
-        if GELU:  # tanh GELU: 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
-            u = 0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)
-            acc = acc * tl.sigmoid(2.0 * u)
+        if GELU:
+            acc = gelu_tanh(acc)
         return acc
 
     @triton.jit
