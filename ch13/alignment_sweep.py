@@ -35,6 +35,22 @@ def time_ms(fn, reps: int = 20) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def graph_time_ms(fn, calls: int, reps: int = 30) -> tuple[float, float]:
+    """(device ms, host-inclusive ms) per call of fn(i), i = 0 .. calls-1 (e.g. over weight copies larger than
+    L2). Device: the calls captured in one CUDA graph, the median of `reps` replays over `calls` (the kernels
+    back to back, no host in the way). Host-inclusive: the same calls launched one by one from Python, as a
+    program without a graph pays them."""
+    import torch
+    for i in range(calls):
+        fn(i)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(calls):
+            fn(i)
+    return tuple(time_ms(launch, reps) / calls for launch in (graph.replay, lambda: [fn(i) for i in range(calls)]))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tokens", type=int, default=8192)

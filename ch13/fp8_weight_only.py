@@ -45,11 +45,15 @@ try:
     import triton.language as tl
 except ImportError:
     triton = None
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor   # host-made TMA descriptors (Triton >= 3.4)
+except ImportError:
+    TensorDescriptor = None
 if triton is not None:
     from ch13.triton_kernels import gelu_tanh
 
 E4M3 = torch.float8_e4m3fn
-# (BLOCK_N, BLOCK_K, SPLIT_K, warps, stages) by (N, K), tokens <= 64: the best at 64 tokens of this script's sweep
+# (BLOCK_N, BLOCK_K, SPLIT_K, warps, stages[, TMA]) by (N, K), tokens <= 64: the best at 64 tokens of this script's sweep
 # on the H100 (profiles/h100/ch13-fp8-4450696/fp8_weight_only_sweep.md); other shapes get pick_blocks' heuristic
 BLOCKS = {(14336, 4096): (64, 128, 1, 4, 4), (4096, 14336): (64, 128, 4, 4, 4)}
 
@@ -94,20 +98,26 @@ if triton is not None:
 
     @triton.jit
     def _fp8_linear_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, out_ptr, part_ptr, count_ptr, M, N, K, K_PER_SPLIT,
-                           BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-                           SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, GELU: tl.constexpr):
+                           x_desc, w_desc, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+                           SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, GELU: tl.constexpr, TMA: tl.constexpr):
         """One program: BLOCK_N output features x BLOCK_M tokens over its share of K. W is float8 (N, K) with
         a scale per row; x (M, K) and out (M, N) in the activation's type. SPLIT_K > 1: part (SPLIT_K, M, N)
         fp32 partial sums and count (one int32 per output tile, zero between calls): the last program of a
-        tile to finish adds the partial sums and writes the tile."""
+        tile to finish adds the partial sums and writes the tile. TMA: the tiles of W and x come through the
+        Hopper copy engine (tensor descriptors w_desc, x_desc: one instruction per tile, no addresses computed
+        per thread; x's rows past M read as zeros) instead of per-thread loads."""
         rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         toks = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)
         k0 = tl.program_id(1) * K_PER_SPLIT
         acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
         for k in range(k0, k0 + K_PER_SPLIT, BLOCK_K):
             cols = k + tl.arange(0, BLOCK_K)
-            w = weight_tile(w_ptr, rows, cols, K, True)                             # (BLOCK_N, BLOCK_K) e4m3
-            xt = tl.load(x_ptr + toks[None, :] * K + cols[:, None], mask=toks[None, :] < M, other=0.0)
+            if TMA:
+                w = w_desc.load([tl.program_id(0) * BLOCK_N, k])
+                xt = x_desc.load([tl.program_id(2) * BLOCK_M, k]).T
+            else:
+                w = weight_tile(w_ptr, rows, cols, K, True)                         # (BLOCK_N, BLOCK_K) e4m3
+                xt = tl.load(x_ptr + toks[None, :] * K + cols[:, None], mask=toks[None, :] < M, other=0.0)
             acc = tl.dot(w.to(xt.dtype), xt, acc)                                   # widened in registers
         acc = acc * row_scales(scale_ptr, rows, True)[:, None]
         if SPLIT_K == 1:
@@ -152,7 +162,8 @@ def _launch(x, w8, scale, bias, gelu, blocks):
     partial sums and the int32 counts per output tile (zeros); with none, out stands in for both."""
     M, K = x.shape
     N = w8.shape[0]
-    block_n, block_k, split, warps, stages = blocks
+    block_n, block_k, split, warps, stages, *tma = blocks
+    tma = bool(tma and tma[0])
     assert w8.dtype == E4M3 and w8.shape[1] == K and x.is_contiguous() and w8.is_contiguous()
     assert N % block_n == 0 and K % (split * block_k) == 0, ("N, K must divide the tiles", N, K, blocks)
     block_m = _block_m(M)
@@ -162,10 +173,16 @@ def _launch(x, w8, scale, bias, gelu, blocks):
         part = torch.empty(split, M, N, device=x.device, dtype=torch.float32)
         counts = torch.zeros(grid[0] * grid[2], device=x.device, dtype=torch.int32)
     b = bias if bias is not None else scale          # any pointer: HAS_BIAS=False never reads it
+    x_desc = w_desc = None
+    if tma:
+        if TensorDescriptor is None:
+            raise RuntimeError("TMA blocks need triton.tools.tensor_descriptor (Triton >= 3.4)")
+        x_desc = TensorDescriptor.from_tensor(x, [block_m, block_k])    # rows past M: zeros
+        w_desc = TensorDescriptor.from_tensor(w8, [block_n, block_k])
     return out, grid, dict(x_ptr=x, w_ptr=w8, scale_ptr=scale, bias_ptr=b, out_ptr=out, part_ptr=part,
-                           count_ptr=counts, M=M, N=N, K=K, K_PER_SPLIT=K // split, BLOCK_N=block_n,
-                           BLOCK_M=block_m, BLOCK_K=block_k, SPLIT_K=split, HAS_BIAS=bias is not None,
-                           GELU=gelu), dict(num_warps=warps, num_stages=stages)
+                           count_ptr=counts, M=M, N=N, K=K, K_PER_SPLIT=K // split, x_desc=x_desc, w_desc=w_desc,
+                           BLOCK_N=block_n, BLOCK_M=block_m, BLOCK_K=block_k, SPLIT_K=split,
+                           HAS_BIAS=bias is not None, GELU=gelu, TMA=tma), dict(num_warps=warps, num_stages=stages)
 
 
 def fp8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
@@ -206,39 +223,28 @@ class FP8Linear:
 
 # --- the sweep: block sizes per shape, against cuBLAS bf16, weights rotated over copies larger than L2 ---
 
-def _time_ms(fn, copies: int, reps: int = 30) -> tuple[float, float]:
-    """(device ms, host-inclusive ms) per call of fn(i), i cycling over the weight copies. Device: `copies` calls
-    captured in one CUDA graph, median of `reps` replays (the kernels back to back, no host in the way). Host-
-    inclusive: the same calls launched one by one from Python, as a program without a graph pays them."""
-    from ch13.alignment_sweep import time_ms      # CUDA events around each call, the median after warm-up
-    for i in range(copies):
-        fn(i)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(copies):
-            fn(i)
-    return tuple(time_ms(launch, reps) / copies for launch in (graph.replay, lambda: [fn(i) for i in range(copies)]))
-
-
-def candidates(M: int, N: int, K: int):
+def candidates(M: int, N: int, K: int, block_ns=(32, 64, 128, 256), block_ks=(128, 256), tmas=(False, True),
+               splits=(1, 2, 4, 8, 16), warps_stages=((4, 3), (4, 4), (4, 5), (8, 3), (8, 4), (8, 5))):
     """Block sizes that divide the shape, give the grid 48-2048 programs and fit shared memory (the pipeline
-    holds `stages` tiles of weights and of x)."""
+    holds `stages` tiles of weights and of x), with per-thread loads and with TMA (tmas)."""
     block_m = _block_m(M)
-    for block_n, block_k, split, (warps, stages) in itertools.product(
-            (32, 64, 128), (128, 256), (1, 2, 4, 8, 16), ((4, 3), (4, 4), (4, 5), (8, 3), (8, 4))):
+    for block_n, block_k, split, (warps, stages), tma in itertools.product(
+            block_ns, block_ks, splits, warps_stages, tmas):
         if N % block_n or K % (split * block_k) or not 48 <= N // block_n * split <= 2048:
             continue
         if stages * (block_n * block_k + 2 * block_m * block_k) > 200 * 1024:
             continue
-        yield block_n, block_k, split, warps, stages
+        if tma and TensorDescriptor is None:
+            continue
+        yield (block_n, block_k, split, warps, stages, True) if tma else (block_n, block_k, split, warps, stages)
 
 
-def sweep(shapes, tokens, out_md: pathlib.Path | None):
+def sweep(shapes, tokens, out_md: pathlib.Path | None, **space):
+    from ch13.alignment_sweep import graph_time_ms   # a CUDA graph of calls, timed by events
     dev = torch.device("cuda")
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
     lines = ["| tokens | N x K | cuBLAS bf16 ms | fp8 ms | speedup | fp8 bytes GB/s | blocks (BLOCK_N, BLOCK_K, "
-             "SPLIT_K, warps, stages) | launched one by one: bf16, fp8 (JIT), fp8 (FP8Linear) ms | rel. error vs bf16 |",
+             "SPLIT_K, warps, stages[, TMA]) | launched one by one: bf16, fp8 (JIT), fp8 (FP8Linear) ms | rel. error vs bf16 |",
              "| ---: | --- | ---: | ---: | ---: | ---: | --- | --- | ---: |"]
     for N, K in shapes:
         copies = max(4, -(-3 * l2 // (N * K)))      # every call reads weights that are not in L2
@@ -247,12 +253,12 @@ def sweep(shapes, tokens, out_md: pathlib.Path | None):
         qs = [quantize_rows(w) for w in ws]
         for M in tokens:
             x = torch.randn(M, K, device=dev, generator=g).to(torch.bfloat16)
-            base, base_host = _time_ms(lambda i: torch.nn.functional.linear(x, ws[i]), copies)
+            base, base_host = graph_time_ms(lambda i: torch.nn.functional.linear(x, ws[i]), copies)
             best = None
-            for blocks in candidates(M, N, K):   # as the pair runs them: FP8Linear, buffers allocated once
+            for blocks in candidates(M, N, K, **space):   # as the pair runs them: FP8Linear, buffers allocated once
                 try:
                     lins = [FP8Linear(x, *qs[i], blocks=blocks) for i in range(copies)]
-                    ms, bound = _time_ms(lambda i: lins[i](), copies)
+                    ms, bound = graph_time_ms(lambda i: lins[i](), copies)
                 except Exception as e:  # a tile that does not fit (shared memory): skip it, say so
                     print(f"  {M} x {N} x {K} {blocks}: {type(e).__name__}", file=sys.stderr)
                     continue
@@ -260,7 +266,7 @@ def sweep(shapes, tokens, out_md: pathlib.Path | None):
                 if best is None or ms < best[0]:
                     best = (ms, bound, blocks)
             ms, bound, blocks = best
-            _, host = _time_ms(lambda i: fp8_linear(x, *qs[i], blocks=blocks), copies)
+            _, host = graph_time_ms(lambda i: fp8_linear(x, *qs[i], blocks=blocks), copies)
             ref = torch.nn.functional.linear(x, ws[0]).float()
             err = float(((fp8_linear(x, *qs[0], blocks=blocks).float() - ref).norm() / ref.norm()))
             gbs = (N * K + 4 * N + 2 * M * (K + N)) / ms / 1e6
@@ -290,6 +296,10 @@ def main(argv=None):
     ap.add_argument("--shape", nargs="+", default=["14336x4096", "4096x14336", "16384x4096", "4096x16384"],
                     help="weights as NxK (out x in); default: chapter 13's MLP and the issue's probe shapes")
     ap.add_argument("--output", type=pathlib.Path, help="also write the table to this Markdown file")
+    ap.add_argument("--block-n", type=int, nargs="+", default=[32, 64, 128, 256], help="BLOCK_N values to try")
+    ap.add_argument("--block-k", type=int, nargs="+", default=[128, 256], help="BLOCK_K values to try")
+    ap.add_argument("--tma", choices=("off", "on", "both"), default="both",
+                    help="weight and activation tiles by per-thread loads (off), by TMA (on), or both (default)")
     a = ap.parse_args(argv)
     try:
         shapes = [tuple(int(v) for v in s.lower().split("x")) for s in a.shape]
@@ -299,7 +309,8 @@ def main(argv=None):
         print("error: the sweep needs a CUDA GPU and Triton" + ("" if triton else " (Triton is not installed)"),
               file=sys.stderr)
         return 2
-    sweep(shapes, a.tokens, a.output)
+    sweep(shapes, a.tokens, a.output, block_ns=a.block_n, block_ks=a.block_k,
+          tmas={"off": (False,), "on": (True,), "both": (False, True)}[a.tma])
     return 0
 
 

@@ -70,10 +70,11 @@ if TRITON:
         return first_m + ((pid % width) % group_rows), (pid % width) // group_rows
 
     @triton.jit
-    def _gemm_kernel(a_ptr, w_ptr, b_ptr, c_ptr, M, N, K, sam, sak, swk, swn, scm, scn,
-                     HAS_BIAS: tl.constexpr, GELU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
-        pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP)
+    def _gemm_tile(a_ptr, w_ptr, b_ptr, c_ptr, tile, M, N, K, sam, sak, swk, swn, scm, scn,
+                   HAS_BIAS: tl.constexpr, GELU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
+        """One output tile, start to end: its K loop (tl.dot on BLOCK_K slices), the epilogue, the store."""
+        pid_m, pid_n = _tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP)
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         offs_k = tl.arange(0, BLOCK_K)
@@ -90,27 +91,25 @@ if TRITON:
                  mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
     @triton.jit
+    def _gemm_kernel(a_ptr, w_ptr, b_ptr, c_ptr, M, N, K, sam, sak, swk, swn, scm, scn,
+                     HAS_BIAS: tl.constexpr, GELU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
+        """One program per output tile: the hardware scheduler hands the tiles to the SMs, wave by wave."""
+        _gemm_tile(a_ptr, w_ptr, b_ptr, c_ptr, tl.program_id(0), M, N, K, sam, sak, swk, swn, scm, scn,
+                   HAS_BIAS, GELU, BLOCK_M, BLOCK_N, BLOCK_K, GROUP)
+
+    @triton.jit
     def _persistent_gemm_kernel(a_ptr, w_ptr, b_ptr, c_ptr, M, N, K, sam, sak, swk, swn, scm, scn,
                                 HAS_BIAS: tl.constexpr, GELU: tl.constexpr, BLOCK_M: tl.constexpr,
                                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
-                                NUM_PROGRAMS: tl.constexpr):
+                                NUM_PROGRAMS: tl.constexpr, FLATTEN: tl.constexpr = False):
+        """NUM_PROGRAMS programs (one per SM), each walking the tiles pid, pid + NUM_PROGRAMS, ... FLATTEN: the
+        compiler flattens the tile loop and the K loop into one software pipeline, so the next tile's first
+        loads are issued while this tile's epilogue runs (Triton's persistent-matmul tutorial does the same)."""
         tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
-        for tile in range(tl.program_id(0), tiles, NUM_PROGRAMS):  # one program per SM walks its tiles
-            pid_m, pid_n = _tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP)
-            offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-            offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-            offs_k = tl.arange(0, BLOCK_K)
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for k in range(0, tl.cdiv(K, BLOCK_K)):
-                kk = k * BLOCK_K + offs_k
-                a = tl.load(a_ptr + offs_m[:, None] * sam + kk[None, :] * sak,
-                            mask=(offs_m[:, None] < M) & (kk[None, :] < K), other=0.0)
-                w = tl.load(w_ptr + kk[:, None] * swk + offs_n[None, :] * swn,
-                            mask=(kk[:, None] < K) & (offs_n[None, :] < N), other=0.0)
-                acc = tl.dot(a, w, acc)
-            acc = _epilogue(acc, b_ptr, offs_n, N, HAS_BIAS, GELU)
-            tl.store(c_ptr + offs_m[:, None] * scm + offs_n[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
-                     mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+        for tile in tl.range(tl.program_id(0), tiles, NUM_PROGRAMS, flatten=FLATTEN):
+            _gemm_tile(a_ptr, w_ptr, b_ptr, c_ptr, tile, M, N, K, sam, sak, swk, swn, scm, scn,
+                       HAS_BIAS, GELU, BLOCK_M, BLOCK_N, BLOCK_K, GROUP)
 
     gemm_autotuned = triton.autotune(
         configs=[triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP": GROUP_M},
@@ -160,12 +159,17 @@ def picked(m: int, n: int, k: int) -> str:
     return ""
 
 
-def persistent_gemm(x, w, b, out, gelu: bool, config, num_programs: int):
+def persistent_gemm(x, w, b, out, gelu: bool, config, num_programs: int, flatten: bool = False):
+    """gemm's product and epilogue from min(num_programs, tiles) programs, each looping over its tiles."""
     args, M, N = _args(x, w, b, out)
     bm, bn, bk, s, nw = config
-    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    programs = min(num_programs, tiles)
+    programs = min(num_programs, tiles(M, N, config))
     _persistent_gemm_kernel[(programs,)](*args, HAS_BIAS=b is not None, GELU=gelu, BLOCK_M=bm, BLOCK_N=bn,
-                                         BLOCK_K=bk, GROUP=GROUP_M, NUM_PROGRAMS=programs,
+                                         BLOCK_K=bk, GROUP=GROUP_M, NUM_PROGRAMS=programs, FLATTEN=flatten,
                                          num_stages=s, num_warps=nw)
     return out
+
+
+def tiles(M: int, N: int, config) -> int:
+    """Output tiles of an M x N product with config's (BLOCK_M, BLOCK_N, ...)."""
+    return -(-M // config[0]) * -(-N // config[1])
