@@ -1,14 +1,16 @@
 """A Triton GEMM, one program per output tile (ch13/triton_kernels.py), at a shape where the last wave is thin.
 
-Workload: C = A @ B, M = N = 2304, K = 8192, bf16, tiles of 128 x 128 (K step 64, 4 stages, 8 warps):
-18 x 18 = 324 tiles over 132 SMs is 2.45 waves (one 128x128 tile per SM at a time with this tile's
-shared memory): the third wave keeps 60 of 132 SMs busy. The hardware scheduler starts each program, which
-sets up its pointers and its pipeline prologue and drains the epilogue before the SM takes the next.
+Workload: C = A @ B, M = N = 1536, K = 8192, bf16, tiles of 128 x 128 (K step 64, 4 stages, 8 warps).
+12 x 12 = 144 tiles over 132 SMs, one such program per SM at a time (its pipeline holds 128 KB of shared
+memory): the first wave runs 132 tiles, the second the last 12, with 120 SMs idle. The kernel takes two
+tiles' time for 1.09 tiles of work per SM. ch13/persistent_sweep.py shows the sawtooth over tile counts
+(profiles/h100/ch13-persistent-*/persistent_sweep.md): on the H100 at K = 8192 this kernel took 0.0516 ms
+for 132 tiles and 0.1054 ms for 144.
 
-Per call: A. Prepared once: B. GPU only (a Triton kernel).
+Per call: A. Prepared once: B and the output. GPU only (a Triton kernel).
 
-Bound: compute. Napkin math: 2 x 2304^2 x 8192 = 87 GFLOP ≈ 0.13 ms at ~650 TFLOP/s; the wave tail alone
-costs up to (3 - 2.45)/3 ≈ 18% of that for any one-tile-per-program schedule.
+Bound: compute, in a full wave. Napkin math: 2 x 1536^2 x 8192 = 38.7 GFLOP ≈ 0.06 ms at ~650 TFLOP/s,
+if every SM were busy to the end; with the second wave nearly empty, ~0.1 ms.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
@@ -18,11 +20,11 @@ from common import Workload
 BOUND = "compute"
 DEVICES = ("cuda",)
 REQUIRES = ("triton",)
-CONFIG = (128, 128, 64, 4, 8)  # BLOCK_M, BLOCK_N, BLOCK_K, stages, warps: the same for both variants
+CONFIG = (128, 128, 64, 4, 8)  # BLOCK_M, BLOCK_N, BLOCK_K, stages, warps: the same for every variant
 
 
 def workload(seed: int, device, quick: bool = False) -> Workload:
-    m, n, k = (1152, 1152, 2048) if quick else (2304, 2304, 8192)
+    m, n, k = (768, 768, 2048) if quick else (1536, 1536, 8192)
     g = torch.Generator(device=device).manual_seed(seed)
     a = torch.randn(m, k, device=device, generator=g).to(torch.bfloat16)
     b = (torch.randn(k, n, device=device, generator=g) / k**0.5).to(torch.bfloat16)

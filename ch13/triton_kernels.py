@@ -70,22 +70,25 @@ if TRITON:
         return first_m + ((pid % width) % group_rows), (pid % width) // group_rows
 
     @triton.jit
-    def _gemm_tile(a_ptr, w_ptr, b_ptr, c_ptr, tile, M, N, K, sam, sak, swk, swn, scm, scn,
-                   HAS_BIAS: tl.constexpr, GELU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                   BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
-        """One output tile, start to end: its K loop (tl.dot on BLOCK_K slices), the epilogue, the store."""
+    def _tile_sum(a_ptr, w_ptr, tile, k_lo, k_hi, M, N, K, sam, sak, swk, swn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
+        """One output tile's fp32 sum over K steps k_lo..k_hi-1 (tl.dot on BLOCK_K slices), with its offsets."""
         pid_m, pid_n = _tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP)
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         offs_k = tl.arange(0, BLOCK_K)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BLOCK_K)):
+        for k in range(k_lo, k_hi):
             kk = k * BLOCK_K + offs_k
             a = tl.load(a_ptr + offs_m[:, None] * sam + kk[None, :] * sak,
                         mask=(offs_m[:, None] < M) & (kk[None, :] < K), other=0.0)
             w = tl.load(w_ptr + kk[:, None] * swk + offs_n[None, :] * swn,
                         mask=(kk[:, None] < K) & (offs_n[None, :] < N), other=0.0)
             acc = tl.dot(a, w, acc)
+        return acc, offs_m, offs_n
+
+    @triton.jit
+    def _store_tile(acc, offs_m, offs_n, b_ptr, c_ptr, M, N, scm, scn, HAS_BIAS: tl.constexpr, GELU: tl.constexpr):
         acc = _epilogue(acc, b_ptr, offs_n, N, HAS_BIAS, GELU)
         tl.store(c_ptr + offs_m[:, None] * scm + offs_n[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
                  mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
@@ -95,21 +98,50 @@ if TRITON:
                      HAS_BIAS: tl.constexpr, GELU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
         """One program per output tile: the hardware scheduler hands the tiles to the SMs, wave by wave."""
-        _gemm_tile(a_ptr, w_ptr, b_ptr, c_ptr, tl.program_id(0), M, N, K, sam, sak, swk, swn, scm, scn,
-                   HAS_BIAS, GELU, BLOCK_M, BLOCK_N, BLOCK_K, GROUP)
+        acc, offs_m, offs_n = _tile_sum(a_ptr, w_ptr, tl.program_id(0), 0, tl.cdiv(K, BLOCK_K), M, N, K,
+                                        sam, sak, swk, swn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP)
+        _store_tile(acc, offs_m, offs_n, b_ptr, c_ptr, M, N, scm, scn, HAS_BIAS, GELU)
 
     @triton.jit
-    def _persistent_gemm_kernel(a_ptr, w_ptr, b_ptr, c_ptr, M, N, K, sam, sak, swk, swn, scm, scn,
-                                HAS_BIAS: tl.constexpr, GELU: tl.constexpr, BLOCK_M: tl.constexpr,
+    def _persistent_gemm_kernel(a_ptr, w_ptr, b_ptr, c_ptr, part_ptr, count_ptr, M, N, K, sam, sak, swk, swn,
+                                scm, scn, HAS_BIAS: tl.constexpr, GELU: tl.constexpr, BLOCK_M: tl.constexpr,
                                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
-                                NUM_PROGRAMS: tl.constexpr, FLATTEN: tl.constexpr = False):
-        """NUM_PROGRAMS programs (one per SM), each walking the tiles pid, pid + NUM_PROGRAMS, ... FLATTEN: the
-        compiler flattens the tile loop and the K loop into one software pipeline, so the next tile's first
-        loads are issued while this tile's epilogue runs (Triton's persistent-matmul tutorial does the same)."""
+                                NUM_PROGRAMS: tl.constexpr, SPLIT_TAIL: tl.constexpr):
+        """NUM_PROGRAMS programs (one per SM), each walking the tiles pid, pid + NUM_PROGRAMS, ...
+
+        SPLIT_TAIL: only the full waves go that way. The tiles of the last, partial wave (tail < NUM_PROGRAMS
+        of them) are each split along K over split = NUM_PROGRAMS // tail programs, so the last wave keeps
+        every SM busy for 1/split of a tile instead of a few SMs for a whole tile (the data-parallel + Stream-K
+        hybrid). Program p of the tail sums its K range into part[p] (fp32, BLOCK_M x BLOCK_N); the last of a
+        tile's programs to finish (an acq_rel count per tail tile) adds the tile's partial sums, applies the
+        epilogue and stores, then zeroes the count for the next call."""
+        pid = tl.program_id(0)
         tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
-        for tile in tl.range(tl.program_id(0), tiles, NUM_PROGRAMS, flatten=FLATTEN):
-            _gemm_tile(a_ptr, w_ptr, b_ptr, c_ptr, tile, M, N, K, sam, sak, swk, swn, scm, scn,
-                       HAS_BIAS, GELU, BLOCK_M, BLOCK_N, BLOCK_K, GROUP)
+        k_steps = tl.cdiv(K, BLOCK_K)
+        full = tiles
+        if SPLIT_TAIL:
+            full = tiles - tiles % NUM_PROGRAMS
+        for tile in range(pid, full, NUM_PROGRAMS):
+            acc, offs_m, offs_n = _tile_sum(a_ptr, w_ptr, tile, 0, k_steps, M, N, K, sam, sak, swk, swn,
+                                            BLOCK_M, BLOCK_N, BLOCK_K, GROUP)
+            _store_tile(acc, offs_m, offs_n, b_ptr, c_ptr, M, N, scm, scn, HAS_BIAS, GELU)
+        if SPLIT_TAIL:
+            tail = tiles - full
+            split = NUM_PROGRAMS // tl.maximum(tail, 1)
+            if pid < tail * split:
+                t, s = pid // split, pid % split
+                per = tl.cdiv(k_steps, split)
+                acc, offs_m, offs_n = _tile_sum(a_ptr, w_ptr, full + t, s * per, tl.minimum(k_steps, s * per + per),
+                                                M, N, K, sam, sak, swk, swn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP)
+                here = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+                tl.store(part_ptr + pid * BLOCK_M * BLOCK_N + here, acc)
+                tl.debug_barrier()                   # every thread's partial sums stored before the count
+                if tl.atomic_add(count_ptr + t, 1, sem="acq_rel") == split - 1:     # the tile's last program
+                    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                    for j in range(t * split, t * split + split):    # from L2 (.cg): written on other SMs
+                        total += tl.load(part_ptr + j * BLOCK_M * BLOCK_N + here, cache_modifier=".cg")
+                    _store_tile(total, offs_m, offs_n, b_ptr, c_ptr, M, N, scm, scn, HAS_BIAS, GELU)
+                    tl.atomic_xchg(count_ptr + t, 0)
 
     gemm_autotuned = triton.autotune(
         configs=[triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP": GROUP_M},
@@ -159,15 +191,26 @@ def picked(m: int, n: int, k: int) -> str:
     return ""
 
 
-def persistent_gemm(x, w, b, out, gelu: bool, config, num_programs: int, flatten: bool = False):
-    """gemm's product and epilogue from min(num_programs, tiles) programs, each looping over its tiles."""
-    args, M, N = _args(x, w, b, out)
-    bm, bn, bk, s, nw = config
-    programs = min(num_programs, tiles(M, N, config))
-    _persistent_gemm_kernel[(programs,)](*args, HAS_BIAS=b is not None, GELU=gelu, BLOCK_M=bm, BLOCK_N=bn,
-                                         BLOCK_K=bk, GROUP=GROUP_M, NUM_PROGRAMS=programs, FLATTEN=flatten,
-                                         num_stages=s, num_warps=nw)
-    return out
+class PersistentGemm:
+    """gemm's product and epilogue from min(num_programs, tiles) programs, each looping over its tiles; with
+    split_tail, the tiles of the last partial wave split along K over all the programs. Set up once per
+    output (the split's fp32 partial sums and its counts per tile, zeros between calls); call it with x, w, b."""
+
+    def __init__(self, out, config, num_programs: int, split_tail: bool = True):
+        self.out, self.config, self.split_tail = out, config, split_tail
+        self.programs = min(num_programs, tiles(out.shape[0], out.shape[1], config))
+        bm, bn = config[0], config[1]
+        self.part = torch.empty(self.programs if split_tail else 1, bm, bn, device=out.device, dtype=torch.float32)
+        self.counts = torch.zeros(self.programs, device=out.device, dtype=torch.int32)
+
+    def __call__(self, x, w, b=None, gelu: bool = False):
+        (xa, wa, ba, out, M, N, K, *strides), _, _ = _args(x, w, b, self.out)
+        bm, bn, bk, s, nw = self.config
+        _persistent_gemm_kernel[(self.programs,)](xa, wa, ba, out, self.part, self.counts, M, N, K, *strides,
+                                                  HAS_BIAS=b is not None, GELU=gelu, BLOCK_M=bm, BLOCK_N=bn,
+                                                  BLOCK_K=bk, GROUP=GROUP_M, NUM_PROGRAMS=self.programs,
+                                                  SPLIT_TAIL=self.split_tail, num_stages=s, num_warps=nw)
+        return out
 
 
 def tiles(M: int, N: int, config) -> int:

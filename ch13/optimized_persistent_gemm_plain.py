@@ -1,0 +1,31 @@
+"""Pitfall: a persistent GEMM without the split, expected to fix the wave tail, and not fixing it.
+
+One program per SM walks tiles pid, pid + 132, ...: 144 tiles are still 132 tiles then 12, each on one
+SM for a whole tile's time. Persistence saves the per-tile program start (a launch slot, the pointer set-up,
+the pipeline's first loads), which is small beside a tile of K = 8192. On the H100 the sweep
+(ch13/persistent_sweep.py) measured it at 0.935-1.05x one program per tile over 24 shapes (K = 512 to 8192,
+1 to 3.1 waves): no shape where persistence alone wins by more than noise. The tile loop flattened into the
+K loop's pipeline (Triton's persistent-matmul tutorial's flatten=True), tried in the same sweep at
+commit 8a9b340, was 0.29-0.62x: slower everywhere. KIND = "pitfall": reported with its ratio.
+"""
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+from ch13 import optimized_persistent_gemm as split
+
+KIND = "pitfall"
+DEVICES = ("cuda",)
+REQUIRES = ("triton",)
+
+
+def prepare(w):
+    from ch13 import triton_kernels as tk
+    import torch
+    a, b = w.inputs["a"], w.inputs["b"]
+    out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+    gemm = tk.PersistentGemm(out, split.CONFIG, num_programs=sms, split_tail=False)
+    return lambda: gemm(a, b)
+
+
+if __name__ == "__main__":
+    from common import run_pair_file
+    run_pair_file(__file__)
