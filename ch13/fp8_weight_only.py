@@ -99,17 +99,20 @@ if triton is not None:
     @triton.jit
     def _fp8_linear_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, out_ptr, part_ptr, count_ptr, M, N, K, K_PER_SPLIT,
                            x_desc, w_desc, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-                           SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, GELU: tl.constexpr, TMA: tl.constexpr):
+                           SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, GELU: tl.constexpr, TMA: tl.constexpr,
+                           SWAP: tl.constexpr = True):
         """One program: BLOCK_N output features x BLOCK_M tokens over its share of K. W is float8 (N, K) with
         a scale per row; x (M, K) and out (M, N) in the activation's type. SPLIT_K > 1: part (SPLIT_K, M, N)
         fp32 partial sums and count (one int32 per output tile, zero between calls): the last program of a
         tile to finish adds the partial sums and writes the tile. TMA: the tiles of W and x come through the
         Hopper copy engine (tensor descriptors w_desc, x_desc: one instruction per tile, no addresses computed
-        per thread; x's rows past M read as zeros) instead of per-thread loads."""
+        per thread; x's rows past M read as zeros) instead of per-thread loads. SWAP (the default): the weight
+        tile is the dot's first operand (tokens the narrow dimension); else x is, as in a plain GEMM."""
         rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         toks = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)
         k0 = tl.program_id(1) * K_PER_SPLIT
         acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        acc_t = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)     # not SWAP: the same sums, transposed
         for k in range(k0, k0 + K_PER_SPLIT, BLOCK_K):
             cols = k + tl.arange(0, BLOCK_K)
             if TMA:
@@ -118,7 +121,12 @@ if triton is not None:
             else:
                 w = weight_tile(w_ptr, rows, cols, K, True)                         # (BLOCK_N, BLOCK_K) e4m3
                 xt = tl.load(x_ptr + toks[None, :] * K + cols[:, None], mask=toks[None, :] < M, other=0.0)
-            acc = tl.dot(w.to(xt.dtype), xt, acc)                                   # widened in registers
+            if SWAP:
+                acc = tl.dot(w.to(xt.dtype), xt, acc)                               # widened in registers
+            else:
+                acc_t = tl.dot(tl.trans(xt), tl.trans(w.to(xt.dtype)), acc_t)
+        if not SWAP:
+            acc = tl.trans(acc_t)
         acc = acc * row_scales(scale_ptr, rows, True)[:, None]
         if SPLIT_K == 1:
             _finish(acc, rows, toks, M, N, bias_ptr, out_ptr, HAS_BIAS, GELU)
@@ -162,8 +170,8 @@ def _launch(x, w8, scale, bias, gelu, blocks):
     partial sums and the int32 counts per output tile (zeros); with none, out stands in for both."""
     M, K = x.shape
     N = w8.shape[0]
-    block_n, block_k, split, warps, stages, *tma = blocks
-    tma = bool(tma and tma[0])
+    block_n, block_k, split, warps, stages, *more = blocks
+    tma, swap = (list(more) + [False, True][len(more):])[:2]
     assert w8.dtype == E4M3 and w8.shape[1] == K and x.is_contiguous() and w8.is_contiguous()
     assert N % block_n == 0 and K % (split * block_k) == 0, ("N, K must divide the tiles", N, K, blocks)
     block_m = _block_m(M)
@@ -182,7 +190,8 @@ def _launch(x, w8, scale, bias, gelu, blocks):
     return out, grid, dict(x_ptr=x, w_ptr=w8, scale_ptr=scale, bias_ptr=b, out_ptr=out, part_ptr=part,
                            count_ptr=counts, M=M, N=N, K=K, K_PER_SPLIT=K // split, x_desc=x_desc, w_desc=w_desc,
                            BLOCK_N=block_n, BLOCK_M=block_m, BLOCK_K=block_k, SPLIT_K=split,
-                           HAS_BIAS=bias is not None, GELU=gelu, TMA=tma), dict(num_warps=warps, num_stages=stages)
+                           HAS_BIAS=bias is not None, GELU=gelu, TMA=bool(tma),
+                           SWAP=bool(swap)), dict(num_warps=warps, num_stages=stages)
 
 
 def fp8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
@@ -224,19 +233,19 @@ class FP8Linear:
 # --- the sweep: block sizes per shape, against cuBLAS bf16, weights rotated over copies larger than L2 ---
 
 def candidates(M: int, N: int, K: int, block_ns=(32, 64, 128, 256), block_ks=(128, 256), tmas=(False, True),
-               splits=(1, 2, 4, 8, 16), warps_stages=((4, 3), (4, 4), (4, 5), (8, 3), (8, 4), (8, 5))):
+               splits=(1, 2, 4, 8, 16), warps_stages=((4, 3), (4, 4), (4, 5), (8, 3), (8, 4), (8, 5)), swaps=(True,)):
     """Block sizes that divide the shape, give the grid 48-2048 programs and fit shared memory (the pipeline
     holds `stages` tiles of weights and of x), with per-thread loads and with TMA (tmas)."""
     block_m = _block_m(M)
-    for block_n, block_k, split, (warps, stages), tma in itertools.product(
-            block_ns, block_ks, splits, warps_stages, tmas):
+    for block_n, block_k, split, (warps, stages), tma, swap in itertools.product(
+            block_ns, block_ks, splits, warps_stages, tmas, swaps):
         if N % block_n or K % (split * block_k) or not 48 <= N // block_n * split <= 2048:
             continue
         if stages * (block_n * block_k + 2 * block_m * block_k) > 200 * 1024:
             continue
         if tma and TensorDescriptor is None:
             continue
-        yield (block_n, block_k, split, warps, stages, True) if tma else (block_n, block_k, split, warps, stages)
+        yield (block_n, block_k, split, warps, stages) + ((tma, swap) if not swap else (True,) if tma else ())
 
 
 def sweep(shapes, tokens, out_md: pathlib.Path | None, **space):

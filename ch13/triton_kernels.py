@@ -118,25 +118,29 @@ if TRITON:
         pid = tl.program_id(0)
         tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
         k_steps = tl.cdiv(K, BLOCK_K)
-        full = tiles
+        full, split = tiles, 1                     # full: the tiles of the full waves, each done whole
         if SPLIT_TAIL:
             full = tiles - tiles % NUM_PROGRAMS
-        for tile in range(pid, full, NUM_PROGRAMS):
-            acc, offs_m, offs_n = _tile_sum(a_ptr, w_ptr, tile, 0, k_steps, M, N, K, sam, sak, swk, swn,
+            split = NUM_PROGRAMS // tl.maximum(tiles - full, 1)
+        per = tl.cdiv(k_steps, split)
+        # one loop, one K loop inside (one software pipeline, one set of shared-memory buffers): work item u
+        # is tile u for u < full, else the slice (u - full) % split of tail tile full + (u - full) // split
+        for u in range(pid, full + (tiles - full) * split, NUM_PROGRAMS):
+            tile, k_lo, k_hi = u, 0, k_steps
+            if u >= full:
+                tile = full + (u - full) // split
+                k_lo = (u - full) % split * per
+                k_hi = tl.minimum(k_steps, k_lo + per)
+            acc, offs_m, offs_n = _tile_sum(a_ptr, w_ptr, tile, k_lo, k_hi, M, N, K, sam, sak, swk, swn,
                                             BLOCK_M, BLOCK_N, BLOCK_K, GROUP)
-            _store_tile(acc, offs_m, offs_n, b_ptr, c_ptr, M, N, scm, scn, HAS_BIAS, GELU)
-        if SPLIT_TAIL:
-            tail = tiles - full
-            split = NUM_PROGRAMS // tl.maximum(tail, 1)
-            if pid < tail * split:
-                t, s = pid // split, pid % split
-                per = tl.cdiv(k_steps, split)
-                acc, offs_m, offs_n = _tile_sum(a_ptr, w_ptr, full + t, s * per, tl.minimum(k_steps, s * per + per),
-                                                M, N, K, sam, sak, swk, swn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP)
+            if u < full:
+                _store_tile(acc, offs_m, offs_n, b_ptr, c_ptr, M, N, scm, scn, HAS_BIAS, GELU)
+            else:                                  # u - full < NUM_PROGRAMS: at most one such item per program
                 here = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-                tl.store(part_ptr + pid * BLOCK_M * BLOCK_N + here, acc)
-                tl.debug_barrier()                   # every thread's partial sums stored before the count
-                if tl.atomic_add(count_ptr + t, 1, sem="acq_rel") == split - 1:     # the tile's last program
+                tl.store(part_ptr + (u - full) * BLOCK_M * BLOCK_N + here, acc)
+                tl.debug_barrier()                 # every thread's partial sums stored before the count
+                t = (u - full) // split
+                if tl.atomic_add(count_ptr + t, 1, sem="acq_rel") == split - 1:     # the tile's last item
                     total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
                     for j in range(t * split, t * split + split):    # from L2 (.cg): written on other SMs
                         total += tl.load(part_ptr + j * BLOCK_M * BLOCK_N + here, cache_modifier=".cg")

@@ -115,7 +115,8 @@ CPU_PAIRS = ("checkpointing", "alignment", "softmax", "compile_shapes")  # compi
 
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
-    """One benchmark run over the pairs with CPU paths (linear_gelu's are chapter 1's, tested there)."""
+    """One benchmark run over the pairs with CPU paths (the GEMM with a bias + GELU epilogue is chapter 1's
+    fused_gelu, tested there)."""
     out = tmp_path_factory.mktemp("ch13_run")
     cmd = [sys.executable, str(ROOT / "benchmark.py"), "--root", str(ROOT), "--quick", "--device", "cpu",
            "--budget", "0.1", "--output", str(out)]
@@ -305,12 +306,14 @@ def test_fp8_linear_compiles_for_hopper_with_the_weights_widened_in_registers():
     from test_ch16 import _compile_for_hopper
     from ch13 import fp8_weight_only as f
     sig = {"x_ptr": "*bf16", "w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "bias_ptr": "*bf16", "out_ptr": "*bf16",
-           "part_ptr": "*fp32", "count_ptr": "*i32", "M": "i32", "N": "i32", "K": "i32", "K_PER_SPLIT": "i32"}
+           "part_ptr": "*fp32", "count_ptr": "*i32", "M": "i32", "N": "i32", "K": "i32", "K_PER_SPLIT": "i32",
+           "x_desc": "*bf16", "w_desc": "*fp8e4nv"}     # the TMA descriptors, unused with TMA=False
     for split, gelu in ((1, True), (4, False)):
         stores = set()
         for block_k in (128, 256):
             c = _compile_for_hopper(f._fp8_linear_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64, "BLOCK_K": block_k,
-                                                                "SPLIT_K": split, "HAS_BIAS": True, "GELU": gelu})
+                                                                "SPLIT_K": split, "HAS_BIAS": True, "GELU": gelu,
+                                                                "TMA": False, "SWAP": True})
             ptx = c.asm["ptx"]
             assert re.search(r"cvt\.\S*e4m3", ptx), "float8 widened in registers"
             assert "wgmma" in ptx or "mma.sync" in ptx, "the product on the tensor cores"
