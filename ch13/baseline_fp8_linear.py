@@ -1,11 +1,12 @@
 """An MLP's two linear layers in bf16, eager: y = down(gelu(up(x))), as nn.Linear runs them.
 
-Workload (GPU): 64 tokens (a decode batch), 4096 -> 14336 -> 4096 (Llama-3-8B's MLP widths, no gate),
-bf16. On a CPU and --quick: 16 tokens, 256 -> 512 -> 256, fp32.
+Workload (GPU): 16 tokens (a decode batch: 16 sequences, one new token each), 4096 -> 14336 -> 4096
+(Llama-3-8B's MLP widths, no gate), bf16. On a CPU and --quick: 16 tokens, 256 -> 512 -> 256, fp32.
+ch13/fp8_weight_only.py's sweep times the same layers at 1, 16 and 64 tokens.
 
 Prepared once: the weights and biases (nn.Linear layout, out x in). Per call: x.
 
-Bound: memory. Napkin math: at 64 tokens a GEMM does 2 x 64 = 128 FLOPs per weight element read (2 bytes
+Bound: memory. Napkin math: at 16 tokens a GEMM does 2 x 16 = 32 FLOPs per weight element read (2 bytes
 in bf16): far below the ~220 FLOPs/byte an H100 needs to be compute-bound. One call reads the weights,
 2 x 4096 x 14336 x 2 bytes = 235 MB ≈ 0.078 ms at ~3 TB/s. In float8 the same weights are 117 MB:
 a float8 GEMM could take half the time, if the weights reach the tensor cores as float8.
@@ -22,7 +23,7 @@ BOUND = "memory"
 
 def workload(seed: int, device, quick: bool = False) -> Workload:
     on_gpu = torch.device(device).type == "cuda"
-    tokens, d, h = (64, 4096, 14336) if on_gpu and not quick else (16, 256, 512)
+    tokens, d, h = (16, 4096, 14336) if on_gpu and not quick else (16, 256, 512)
     dtype = torch.bfloat16 if on_gpu else torch.float32
     g = torch.Generator(device=device).manual_seed(seed)
     wg = torch.Generator(device=device).manual_seed(1234)  # the same layer for every seed

@@ -15,8 +15,10 @@ place the repository defines the format:
   decode step (ch16/pdl_step.py) reads its float8 weights with these two functions.
 - `fp8_linear(x, w8, scale, bias, gelu)`: y = x @ (w8 * scale).T + bias for M tokens, the product a
   Triton tl.dot on a tile of BLOCK_N weight rows by all the tokens (M padded to 16, tl.dot's smallest).
-  The weight tile is the dot's first operand, so the tokens are its narrow dimension (the "swap AB" of
-  decode kernels: a 64-row MMA over weight rows, 16-64 columns of tokens). Where K is long and N short
+  From 17 to 64 tokens the weight tile is the dot's first operand, so the tokens are its narrow dimension
+  (the "swap AB" of decode kernels: a 64-row MMA over weight rows, 32-64 columns of tokens); up to 16 tokens
+  the tokens are the first operand, as in a plain GEMM, which the H100 sweep measured faster there (SWAP in
+  the blocks; profiles/h100/ch13-fp8-eeb9e9f/fp8_weight_only_sweep.md). Where K is long and N short
   (a down projection) the K range is split over SPLIT_K programs, each writing fp32 partial sums; the
   last of a tile's programs to finish (an atomic count per tile) adds them, adds the bias and rounds, so
   a call stays one launch. Without the split the grid is a fraction of the 132 SMs.
@@ -53,9 +55,11 @@ if triton is not None:
     from ch13.triton_kernels import gelu_tanh
 
 E4M3 = torch.float8_e4m3fn
-# (BLOCK_N, BLOCK_K, SPLIT_K, warps, stages[, TMA]) by (N, K), tokens <= 64: the best at 64 tokens of this script's sweep
-# on the H100 (profiles/h100/ch13-fp8-4450696/fp8_weight_only_sweep.md); other shapes get pick_blocks' heuristic
-BLOCKS = {(14336, 4096): (64, 128, 1, 4, 4), (4096, 14336): (64, 128, 4, 4, 4)}
+# (BLOCK_N, BLOCK_K, SPLIT_K, warps, stages[, TMA, SWAP]) by (N, K, tokens up to 16 or 64): the best of this
+# script's sweep on the H100 (profiles/h100/ch13-fp8-eeb9e9f/fp8_weight_only_sweep.md), without TMA (its descriptors
+# cost more host time per launch than they save on the GPU); other shapes get pick_blocks' heuristic
+BLOCKS = {(14336, 4096, 64): (64, 128, 1, 4, 4), (4096, 14336, 64): (64, 128, 4, 4, 4),
+          (14336, 4096, 16): (64, 256, 1, 4, 4, False, False), (4096, 14336, 16): (64, 256, 2, 8, 4, False, False)}
 
 
 def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -148,8 +152,9 @@ def pick_blocks(M: int, N: int, K: int) -> tuple[int, int, int, int, int]:
     """(BLOCK_N, BLOCK_K, SPLIT_K, warps, stages) for a product of M tokens by an (N, K) weight. The measured
     table first; otherwise 64-row tiles, and K split until the grid has 192 programs or more (the sweep's
     best: 224 programs unsplit, 64 split four ways)."""
-    if (N, K) in BLOCKS and M <= 64:
-        return BLOCKS[(N, K)]
+    tokens = 16 if M <= 16 else 64
+    if (N, K, tokens) in BLOCKS and M <= 64:
+        return BLOCKS[(N, K, tokens)]
     block_n = 64 if N % 64 == 0 else 16
     block_k = 128
     while K % block_k and block_k > 16:      # the tiles must divide K (unmasked loads)

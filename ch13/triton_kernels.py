@@ -112,9 +112,9 @@ if TRITON:
         SPLIT_TAIL: only the full waves go that way. The tiles of the last, partial wave (tail < NUM_PROGRAMS
         of them) are each split along K over split = NUM_PROGRAMS // tail programs, so the last wave keeps
         every SM busy for 1/split of a tile instead of a few SMs for a whole tile (the data-parallel + Stream-K
-        hybrid). Program p of the tail sums its K range into part[p] (fp32, BLOCK_M x BLOCK_N); the last of a
-        tile's programs to finish (an acq_rel count per tail tile) adds the tile's partial sums, applies the
-        epilogue and stores, then zeroes the count for the next call."""
+        hybrid). Each of a tail tile's programs adds its K range's sums into the tile's fp32 part[t] (atomic adds,
+        done in L2, zeros between calls); the last to finish (an acq_rel count per tail tile) reads the total,
+        zeroes part[t] and the count for the next call, applies the epilogue and stores."""
         pid = tl.program_id(0)
         tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
         k_steps = tl.cdiv(K, BLOCK_K)
@@ -136,14 +136,14 @@ if TRITON:
             if u < full:
                 _store_tile(acc, offs_m, offs_n, b_ptr, c_ptr, M, N, scm, scn, HAS_BIAS, GELU)
             else:                                  # u - full < NUM_PROGRAMS: at most one such item per program
-                here = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-                tl.store(part_ptr + (u - full) * BLOCK_M * BLOCK_N + here, acc)
-                tl.debug_barrier()                 # every thread's partial sums stored before the count
                 t = (u - full) // split
+                sums = part_ptr + t * BLOCK_M * BLOCK_N + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N \
+                    + tl.arange(0, BLOCK_N)[None, :]
+                tl.atomic_add(sums, acc, sem="relaxed")      # added in L2, by all of the tile's items at once
+                tl.debug_barrier()                 # every thread's additions issued before the count
                 if tl.atomic_add(count_ptr + t, 1, sem="acq_rel") == split - 1:     # the tile's last item
-                    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-                    for j in range(t * split, t * split + split):    # from L2 (.cg): written on other SMs
-                        total += tl.load(part_ptr + j * BLOCK_M * BLOCK_N + here, cache_modifier=".cg")
+                    total = tl.load(sums, cache_modifier=".cg")
+                    tl.store(sums, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32))  # zero for the next call
                     _store_tile(total, offs_m, offs_n, b_ptr, c_ptr, M, N, scm, scn, HAS_BIAS, GELU)
                     tl.atomic_xchg(count_ptr + t, 0)
 
@@ -204,7 +204,7 @@ class PersistentGemm:
         self.out, self.config, self.split_tail = out, config, split_tail
         self.programs = min(num_programs, tiles(out.shape[0], out.shape[1], config))
         bm, bn = config[0], config[1]
-        self.part = torch.empty(self.programs if split_tail else 1, bm, bn, device=out.device, dtype=torch.float32)
+        self.part = torch.zeros(self.programs if split_tail else 1, bm, bn, device=out.device, dtype=torch.float32)
         self.counts = torch.zeros(self.programs, device=out.device, dtype=torch.int32)
 
     def __call__(self, x, w, b=None, gelu: bool = False):
