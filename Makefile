@@ -1,18 +1,29 @@
-# make bench   set up .venv on first use, then run every chapter's pairs (ARGS="--chapter 1 --quick" narrows it)
-# make test    set up .venv on first use, then run the test suite (what CI runs)
+# make bench   set up .venv on first use, then run every chapter's pairs (ARGS="--chapter 1 --quick" narrows it);
+#              on a CUDA torch it first installs torchao and GemLite once (requirements-cuda-extras.txt; EXTRAS=0 skips)
+# make extras  (re)try installing requirements-cuda-extras.txt into .venv (CUDA torch only; a failure is named, not fatal)
+# make test    set up .venv on first use, then run the test suite (what CI runs; never installs the extras)
 # make peaks   measure and cache this device's ceilings
 # make cu      build every chapter's CUDA samples
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 ARGS   ?=
+EXTRAS ?= 1
 
-.PHONY: bench test peaks cu cuda-headers triton clean help
+.PHONY: bench extras test peaks cu cuda-headers triton clean help
 help:
-	@sed -n '1,4p' Makefile
+	@sed -n '1,6p' Makefile
 
-bench: $(VENV)/.ready
+bench: $(VENV)/.ready $(if $(filter 0,$(EXTRAS)),,$(VENV)/.extras)
 	$(PY) benchmark.py $(ARGS)
+
+# torchao and GemLite for chapter 13's fp8_linear library variants: tried once (the stamp records the
+# outcome), again when the file changes or with `make extras`; never by `make test`.
+$(VENV)/.extras: $(VENV)/.ready requirements-cuda-extras.txt
+	@VENV=$(VENV) scripts/setup_env.sh --extras
+
+extras: $(VENV)/.ready
+	@VENV=$(VENV) scripts/setup_env.sh --extras
 
 test: $(VENV)/.ready cuda-headers triton
 	$(PY) -m pytest -q tests $(ARGS)

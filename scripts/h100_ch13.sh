@@ -29,7 +29,7 @@ run_part() {
         2>&1 | tee "$work/logs/walkthrough_block_compiled.log" | tail -5
       $py ch13/profile_walkthrough.py --step decode --output "$work/walkthrough_decode" 2>&1 | tee "$work/logs/walkthrough_decode.log" | tail -40 ;;
     pairs)  # peaks first (cached per machine); a torch.profiler trace per variant
-      $py benchmark.py --peaks --pair fp8_linear --pair fp8_gemm --pair alignment --pair softmax --pair linear_gelu --pair checkpointing \
+      $py benchmark.py --peaks --pair fp8_linear --pair fp8_gemm --pair alignment --pair softmax --pair checkpointing \
         --profile torch --output "$work/ch13_pairs" 2>&1 | tee "$work/logs/benchmark_ch13_pairs.log" | grep -v '^      '
       [ -f "$work/ch13_pairs/results.json" ] && $py common/verdict.py "$work/ch13_pairs/results.json" > "$work/ch13_pairs/verdicts.md"
       $py ch13/alignment_sweep.py --out "$work/alignment_sweep" 2>&1 | tee "$work/logs/alignment_sweep.log" | tail -3

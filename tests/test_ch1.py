@@ -39,6 +39,16 @@ def test_gpu_only_pairs_are_skipped_with_a_reason(ch1_run):
         assert "needs CUDA" in why and "CPU" in why, (name, why)
 
 
+def test_gpu_only_variants_of_a_cpu_pair_are_skipped_with_a_reason(ch1_run):
+    """fused_gelu runs on a CPU, its Triton variant (chapter 13's GEMM with the epilogue) only on a GPU:
+    the variant is found, skipped with the reason, and the rest of the pair still runs."""
+    _, doc = ch1_run
+    fused = {v["name"]: v for p in doc["pairs"] if p["name"] == "fused_gelu" for v in p["variants"]}
+    assert fused["optimized_fused_gelu"]["verified"] and not fused["optimized_fused_gelu"].get("skipped")
+    why = fused["optimized_fused_gelu_triton"].get("skipped")
+    assert why and "needs CUDA" in why, why
+
+
 def test_performance_basics_reports_goodput(capsys):
     from ch1 import performance_basics
     r = performance_basics.main(["--steps", "3", "--device", "cpu"])
