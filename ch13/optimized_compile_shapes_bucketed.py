@@ -1,9 +1,16 @@
-"""The fix: pad each batch to a bucket of 256 tokens, so 8 lengths need 3 graphs (256, 512, 768), not 8.
+"""Trade-off: pad each batch to a bucket of 256 tokens, so 8 lengths need 3 graphs (256, 512, 768), not 8.
 
 Padding goes at the end of each sequence; attention is causal, so the real positions never see the
 padding and their outputs are exactly those of the unpadded batch (sliced back before returning). The
-price is the padded FLOPs: 3040 real tokens per sequence become 4096 computed (35% more), against 5 fewer
-graphs' memory and recordings. Padding copies each batch into a preallocated bucket buffer, every call.
+price is the padded FLOPs: 3040 real tokens per sequence become 4096 computed (35% more), and a copy of
+each batch into a preallocated bucket buffer, every call. What it buys is a bounded number of graphs.
+
+What it does not buy, at these 8 lengths, is memory. ch13/graph_memory.py on the H100
+(profiles/h100/ch13-graph-memory-eae4ffc): torch.compile's CUDA graph trees record every length's graph
+into one shared memory pool, so a graph per length ended at 206 MiB reserved above the model, bucketing at
+258 MiB (its 768-token buffers are larger than any real length), eager's caching allocator at 430 MiB.
+Bucketing pays where lengths are many (each graph also costs a recording and its static inputs) or
+unbounded; with 8 it is slower than a graph per length for no memory saved. KIND = "tradeoff".
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
@@ -11,6 +18,7 @@ import torch
 from ch13.baseline_compile_shapes import batches
 from ch13.optimized_compile_shapes import compiled
 
+KIND = "tradeoff"
 DEVICES = ("cuda",)
 REQUIRES = ("triton",)
 BUCKET = 256

@@ -302,15 +302,15 @@ def top_kernels(launches: list[dict], n: int = 5) -> list[dict]:
     return sorted(out, key=lambda a: -a["total_us"])[:n]
 
 
-def ncu_step(device, out: Path, child_args: list[str]) -> dict:
+def ncu_step(device, out: Path, child_args: list[str], launches: int = 400) -> dict:
     if shutil.which("ncu") is None:
         log("step 3: ncu not installed, skipping")
-        (out / "ncu_command.txt").write_text(" ".join(ncu_command(out, child_args)) + "\n")
+        (out / "ncu_command.txt").write_text(" ".join(ncu_command(out, child_args, launches)) + "\n")
         return {"skipped": "ncu not installed (the command it would run: ncu_command.txt)"}
     if device.type != "cuda":
         log("step 3: ncu profiles GPU kernels; this run is on the CPU, skipping")
         return {"skipped": "a CPU run"}
-    cmd = ncu_command(out, child_args)
+    cmd = ncu_command(out, child_args, launches)
     log("step 3: " + " ".join(cmd[:12]) + " ...")
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     (out / "ncu.log").write_text(r.stdout[-20000:] + r.stderr[-20000:])
@@ -394,6 +394,9 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=3, help="steps profiled in step 1")
     p.add_argument("--output", type=Path, default=None)
     p.add_argument("--skip", nargs="*", default=(), choices=("ncu", "nsys"), help="profilers not to run")
+    p.add_argument("--ncu-launches", type=int, default=400,
+                   help="kernel launches Nsight Compute profiles from the step's start (default 400; each is replayed "
+                        "once per metric pass, so a decode step's hundreds of small kernels take minutes)")
     p.add_argument("--capture-child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     try:
@@ -429,7 +432,7 @@ def main(argv=None) -> int:
     table, metrics, cpu_mem = profile_step(step, device, out, a.steps)
     log("step 2: memory")
     mem = memory_step(step, device, out, cpu_mem)
-    ncu = {"skipped": "--skip ncu"} if "ncu" in a.skip else ncu_step(device, out, child)
+    ncu = {"skipped": "--skip ncu"} if "ncu" in a.skip else ncu_step(device, out, child, a.ncu_launches)
     nsys = {"skipped": "--skip nsys"} if "nsys" in a.skip else nsys_step(device, out, child)
     print(write_report(out, desc, device, table, metrics, mem, ncu, nsys))
     log(f"wrote {out}/walkthrough.md")

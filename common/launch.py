@@ -361,6 +361,10 @@ def run_in_subprocess(chapter: int, name: str, bound: str, baseline: Path, optim
     result["elapsed_s"] = round(run.elapsed_s, 2)
     if run.startup_s is not None:
         result["startup_s"] = round(run.startup_s, 2)  # before the timeout clock started
+    if profile == "ncu" and outdir is not None:   # beside the .ncu-rep: its speed-of-light rows, readable as text
+        sol = ncu_speed_of_light(Path(outdir) / f"ch{chapter}_{name}.ncu-rep")
+        if sol is not None:
+            result["ncu_sol_csv"] = sol.name
     return result
 
 
@@ -379,3 +383,22 @@ def tool_missing(profile: str | None) -> str | None:
     if profile in ("nsys", "ncu") and shutil.which(profile) is None:
         return f"--profile {profile}: '{profile}' is not on PATH; install Nsight {'Systems' if profile == 'nsys' else 'Compute'} or use --profile torch"
     return None
+
+
+def ncu_speed_of_light(report: Path, timeout_s: float = 300) -> Path | None:
+    """report's speed-of-light section (SM and memory throughput as % of peak, duration, per kernel launch) as
+    CSV beside it (<name>.sol.csv), read back with `ncu --import`; None where ncu or the report is missing or
+    the export fails (the .ncu-rep itself stays the record)."""
+    report = Path(report)
+    if shutil.which("ncu") is None or not report.is_file():
+        return None
+    try:
+        r = subprocess.run(["ncu", "--import", str(report), "--csv", "--page", "details", "--section", "SpeedOfLight",
+                            "--print-units", "base"], capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+    if r.returncode != 0 or not r.stdout.strip():
+        return None
+    out = report.with_name(report.name.removesuffix(".ncu-rep") + ".sol.csv")
+    out.write_text(r.stdout)
+    return out

@@ -27,7 +27,7 @@ run_part() {
       $py ch13/profile_walkthrough.py --output "$work/walkthrough_block" 2>&1 | tee "$work/logs/walkthrough_block.log" | tail -40
       $py ch13/profile_walkthrough.py --compile default --skip ncu --output "$work/walkthrough_block_compiled" \
         2>&1 | tee "$work/logs/walkthrough_block_compiled.log" | tail -5
-      $py ch13/profile_walkthrough.py --step decode --output "$work/walkthrough_decode" 2>&1 | tee "$work/logs/walkthrough_decode.log" | tail -40 ;;
+      $py ch13/profile_walkthrough.py --step decode --ncu-launches 150 --output "$work/walkthrough_decode" 2>&1 | tee "$work/logs/walkthrough_decode.log" | tail -40 ;;
     pairs)  # peaks first (cached per machine); a torch.profiler trace per variant
       $py benchmark.py --peaks --pair fp8_linear --pair fp8_gemm --pair alignment --pair softmax --pair checkpointing \
         --profile torch --output "$work/ch13_pairs" 2>&1 | tee "$work/logs/benchmark_ch13_pairs.log" | grep -v '^      '

@@ -39,6 +39,13 @@ def test_kernel_level_rules():
     assert rules({"sectors_per_request": 16, "access_bytes": 16}) == []       # 16-byte vector loads: ideal 16
     assert rules({"achieved_occupancy_pct": 12, "registers_per_thread": 255}) == ["register-limited occupancy"]
     assert rules({"achieved_occupancy_pct": 12, "registers_per_thread": 64}) == []
+    # the H100 walkthrough's cuBLAS GEMM (one 168-register CTA per SM by design, 90% of the SM's peak): its low
+    # occupancy costs nothing, so it is not a finding; the same occupancy in a latency-bound kernel is one
+    gemm = {"achieved_occupancy_pct": 14.7, "registers_per_thread": 168, "sm_throughput_pct": 89.8,
+            "memory_throughput_pct": 70}
+    assert rules(gemm) == ["compute-bound"]
+    assert rules({**gemm, "sm_throughput_pct": 30, "memory_throughput_pct": 35}) == ["latency-bound",
+                                                                                     "register-limited occupancy"]
     assert "poor L2 reuse" in rules({"l2_hit_rate_pct": 20, "memory_throughput_pct": 80, "sm_throughput_pct": 10})
     assert rules({"l2_hit_rate_pct": 20}) == []  # a low hit rate matters only where memory is the bound
 
@@ -343,3 +350,55 @@ def test_the_fp8_kernel_listing_without_a_gpu_is_one_error_line(tmp_path):
         pytest.skip("with a GPU the listing runs")
     assert "GPU" in one_error_line(["scripts/fp8_linear_kernels.py", str(tmp_path / "k.json")])
     assert not (tmp_path / "k.json").exists()
+
+
+# ------------------------------------------------------------------ the Triton GEMMs: one program per tile, persistent
+GEMM_CHECK = """
+import torch
+import torch.nn.functional as F
+from ch13 import triton_kernels as tk
+torch.manual_seed(0)
+cfg = (32, 32, 32, 2, 4)
+# 9 tiles on 5 programs: 5 whole, 4 split 1 way; on 7: 7 whole, 2 split 3 ways (K = 256: 8 steps, 3 + 3 + 2);
+# on 3 programs: 9 whole, no tail; on 64: every tile split (64 // 9 = 7 ways, some K ranges empty)
+for M, N, K in ((96, 96, 256), (70, 96, 100), (33, 130, 64)):
+    x, w, b = torch.randn(M, K), torch.randn(K, N) / K ** 0.5, torch.randn(N)
+    ref = F.gelu(x @ w + b, approximate="tanh")
+    out = torch.empty(M, N)
+    tk.gemm(x, w, b, out, gelu=True, config=cfg)
+    assert torch.allclose(out, ref, atol=1e-4, rtol=1e-4), (M, N, K, (out - ref).abs().max())
+    for programs in (3, 5, 7, 64):
+        for split in (False, True):
+            out2 = torch.full((M, N), float("nan"))
+            g = tk.PersistentGemm(out2, cfg, programs, split_tail=split)
+            for _ in range(2):     # the second call finds its partial tiles and counts zeroed by the first
+                g(x, w, b, gelu=True)
+                assert torch.allclose(out2, ref, atol=1e-4, rtol=1e-4), (M, N, K, programs, split)
+            assert int(g.counts.abs().sum()) == 0 and float(g.part.abs().sum()) == 0
+"""
+
+
+def test_the_triton_gemms_under_the_interpreter_split_the_tail_and_clean_up():
+    """Both GEMM kernels on the CPU (TRITON_INTERPRET=1), persistent with and without the split last wave, at
+    tile counts with no tail, a one-way tail and a split one: each equals the fp32 product, twice in a row."""
+    from test_ch16 import _run_interpreted
+    _run_interpreted(GEMM_CHECK, timeout=300)
+
+
+def test_the_split_tail_shares_the_full_waves_pipeline():
+    """Compiled for sm_90: the persistent kernel with the split tail holds no more shared memory than without
+    it (one K loop, one pipeline; a second call site of the K loop once compiled a second pipeline, twice the
+    shared memory) and its partial sums go to L2 as reductions, not loads of other programs' tiles."""
+    from test_ch16 import _compile_for_hopper
+    from ch13 import triton_kernels as tk
+    sig = {"a_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "part_ptr": "*fp32",
+           "count_ptr": "*i32", **{n: "i32" for n in "M N K sam sak swk swn scm scn".split()}}
+    shared, ptx = {}, {}
+    for split in (False, True):
+        c = _compile_for_hopper(tk._persistent_gemm_kernel, sig, {
+            "HAS_BIAS": False, "GELU": False, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP": 8,
+            "NUM_PROGRAMS": 132, "SPLIT_TAIL": split})
+        shared[split], ptx[split] = c.metadata.shared, c.asm["ptx"]
+    assert shared[True] == shared[False], shared
+    assert ptx[True].count("wgmma.mma_async") == ptx[False].count("wgmma.mma_async")
+    assert "red.global" in ptx[True] or "atom.global" in ptx[True]
