@@ -1,4 +1,4 @@
-"""Trade-off: pad each batch to a bucket of 256 tokens, so 8 lengths need 3 graphs (256, 512, 768), not 8.
+"""Pad each batch to a bucket of 256 tokens, so 8 lengths need 3 graphs (256, 512, 768), not 8.
 
 Padding goes at the end of each sequence; attention is causal, so the real positions never see the
 padding and their outputs are exactly those of the unpadded batch (sliced back before returning). The
@@ -10,7 +10,7 @@ What it does not buy, at these 8 lengths, is memory. ch13/graph_memory.py on the
 into one shared memory pool, so a graph per length ended at 206 MiB reserved above the model, bucketing at
 258 MiB (its 768-token buffers are larger than any real length), eager's caching allocator at 430 MiB.
 Bucketing pays where lengths are many (each graph also costs a recording and its static inputs) or
-unbounded; with 8 it is slower than a graph per length for no memory saved. KIND = "tradeoff".
+unbounded; with 8 it is faster than eager but slower than a graph per length, for no memory saved.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
@@ -18,7 +18,6 @@ import torch
 from ch13.baseline_compile_shapes import batches
 from ch13.optimized_compile_shapes import compiled
 
-KIND = "tradeoff"
 DEVICES = ("cuda",)
 REQUIRES = ("triton",)
 BUCKET = 256
