@@ -10,8 +10,9 @@ for this shape; profiles/h100/ch13-951f95d/ch13.log), where at 64 tokens they ra
 eager's 0.105, 0.1201x: profiles/h100/ch13-fp8-a6cbf1a; 115 us of GPU work in 19 kernels, the rest the
 host's: torchao's float8 tensor subclass dispatches each op in Python). At decode sizes a layer's GPU work
 is tens of microseconds, so a library's per-call host cost decides; ch13/optimized_fp8_linear_triton.py
-does the same job in two kernels. Its figures at 16 tokens: the chapter's report and
-scripts/fp8_linear_kernels.py's listing. KIND = "pitfall": reported with its slowdown.
+does the same job in two kernels. Per-tensor at 16 tokens (profiles/h100/ch13-e9abe53): 0.845 ms a call against eager's
+0.1038 (0.1240x); 96.3 us of GPU work in 21 kernels (scripts/fp8_linear_kernels.py: the two fp8 GEMMs
+48.5 us, the rest quantizing the activation op by op), the other ~750 us the host's. KIND = "pitfall".
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 from ch13.optimized_fp8_linear_weight_only import quantized_prepare

@@ -4,15 +4,16 @@ GemLite's Triton kernel loads the 1-byte weight tile, converts it to bf16 in reg
 tensor cores: the weights cross memory once, at 1 byte each, with no bf16 copy written out. Against the
 torchao pitfall this isolates the cause: weight-only float8 is slow when the dequantization is a
 separate pass, not by nature. GemLite picks its kernel (GEMV, split-K GEMM, GEMM) and tile from its
-bundled H100 configurations (gemlite/configs/h100.json) and autotunes shapes it has not seen; that
-happens in prepare() (prepare_s).
+bundled H100 configurations (gemlite/configs/h100.json) and autotunes shapes it has not seen (its table has
+no bf16-activation float8 entry at these shapes: ch13/autotune_sweep.py timed its first call, the tuning,
+at 9.7 s); that happens in prepare() (prepare_s).
 
-Measured on the H100 (profiles/h100/ch13-fp8-a6cbf1a): 0.368 ms a call against eager bf16's 0.105 (0.287x).
-Its kernels are not the problem: 92.0 us a call in 5 kernels (scripts/fp8_linear_kernels.py), the two GEMMs
-83.3 us together against eager's 88.4 us. The other ~276 us are not GPU work but the host's (a rerun:
-0.401 ms a call, 92.9 us of kernels): GemLite's layer prepares and launches its Triton kernel from
-Python on every call (its CPU side was not profiled here). The same design launched with its arguments bound
-once is ch13/optimized_fp8_linear_triton.py (0.0759 ms). KIND = "pitfall": reported with its slowdown.
+Measured on the H100 at 16 tokens (profiles/h100/ch13-e9abe53): 0.413 ms a call against eager bf16's 0.1038 (0.254x).
+Its kernels are not the problem: 56.6 us a call in 6 kernels (scripts/fp8_linear_kernels.py, kernels.log
+there), the two split-K GEMMs 48.5 us together against eager's 86.9 us. The other ~350 us are not GPU work
+but the host's: GemLite's layer prepares and launches its Triton kernel from Python on every call (its CPU
+side was not profiled here). At 64 tokens it was 0.287x (profiles/h100/ch13-fp8-a6cbf1a). The same design
+launched with its arguments bound once is ch13/optimized_fp8_linear_triton.py (0.0655 ms). KIND = "pitfall".
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
