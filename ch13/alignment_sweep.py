@@ -18,37 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-
-def time_ms(fn, reps: int = 20) -> float:
-    import torch
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return sorted(times)[len(times) // 2]
-
-
-def graph_time_ms(fn, calls: int, reps: int = 30) -> tuple[float, float]:
-    """(device ms, host-inclusive ms) per call of fn(i), i = 0 .. calls-1 (e.g. over weight copies larger than
-    L2). Device: the calls captured in one CUDA graph, the median of `reps` replays over `calls` (the kernels
-    back to back, no host in the way). Host-inclusive: the same calls launched one by one from Python, as a
-    program without a graph pays them."""
-    import torch
-    for i in range(calls):
-        fn(i)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            fn(i)
-    return tuple(time_ms(launch, reps) / calls for launch in (graph.replay, lambda: [fn(i) for i in range(calls)]))
+from ch13.sweep import cannot_sweep, time_ms  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -57,13 +27,10 @@ def main(argv=None) -> int:
     p.add_argument("--dims", type=int, nargs=2, default=(4080, 4112))
     p.add_argument("--out", type=Path, default=ROOT / "profiles" / "runs" / "alignment_sweep")
     a = p.parse_args(argv)
-    if a.out.exists() and not a.out.is_dir():
-        print(f"error: --out {a.out} is a file, not a folder", file=sys.stderr)
-        return 2
+    refused = cannot_sweep(a.out, "GEMMs", triton=False)
+    if refused:
+        return refused
     import torch
-    if not torch.cuda.is_available():
-        print("error: the sweep times GEMMs on a GPU; none is visible to PyTorch", file=sys.stderr)
-        return 2
     from ch13.baseline_alignment import padded
     from ch13.optimized_alignment_fp8 import FP8, FP8_MAX, quantize_weight
     rows = []

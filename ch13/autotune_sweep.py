@@ -23,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from ch13.sweep import cannot_sweep  # noqa: E402
 
 SHAPES = [(8192, 14336, 4096), (8192, 4096, 14336), (64, 14336, 4096), (512, 4096, 4096), (2304, 2304, 8192)]
 # An H100's per-SM limits where torch does not report them. The driver reserves 1 KB of shared memory per program
@@ -32,12 +33,6 @@ H100 = {"sms": 132, "smem_per_sm": 233472, "smem_per_block": 232448, "regs_per_s
 PROPS = {"sms": "multi_processor_count", "smem_per_sm": "shared_memory_per_multiprocessor",
          "smem_per_block": "shared_memory_per_block_optin", "regs_per_sm": "regs_per_multiprocessor",
          "threads_per_sm": "max_threads_per_multi_processor"}
-
-
-def error(message: str) -> int:
-    """One line on stderr and exit status 2: what cannot run here, without a traceback."""
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def programs_per_sm(regs, warps: int, shared_bytes, dev: dict = H100) -> tuple:
@@ -149,7 +144,7 @@ def gemlite_at(x, w, ref, bench) -> dict:
     except Exception as e:
         return {"installed": False, "error": f"{type(e).__name__}: {e}"[:300]}
     try:
-        (m, k), n = x.shape, w.shape[1]
+        (_, k), n = x.shape, w.shape[1]
         lin = torch.nn.Linear(k, n, bias=False, device=x.device, dtype=x.dtype)
         with torch.no_grad():
             lin.weight.copy_(w.t())
@@ -271,15 +266,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "profiles" / "runs" / "autotune_sweep")
     a = p.parse_args(argv)
-    if a.out.exists() and not a.out.is_dir():
-        return error(f"--out {a.out} is a file, not a folder")
+    refused = cannot_sweep(a.out, "Triton kernels")
+    if refused:
+        return refused
     import torch
-    if not torch.cuda.is_available():
-        return error("the sweep times Triton kernels on a GPU; none is visible to PyTorch")
-    try:
-        import triton.testing
-    except ImportError as e:
-        return error(f"the sweep needs Triton, which this Python cannot import ({e})")
+    import triton.testing
     from ch13 import triton_kernels as tk
     props, name = torch.cuda.get_device_properties(0), torch.cuda.get_device_name()
     dev = {**H100, **{key: int(getattr(props, f)) for key, f in PROPS.items() if getattr(props, f, None)}}

@@ -254,7 +254,7 @@ def candidates(M: int, N: int, K: int, block_ns=(32, 64, 128, 256), block_ks=(12
 
 
 def sweep(shapes, tokens, out_md: pathlib.Path | None, **space):
-    from ch13.alignment_sweep import graph_time_ms   # a CUDA graph of calls, timed by events
+    from ch13.sweep import graph_time_ms   # a CUDA graph of calls, timed by events
     dev = torch.device("cuda")
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
     lines = ["| tokens | N x K | cuBLAS bf16 ms | fp8 ms | speedup | fp8 bytes GB/s | blocks (BLOCK_N, BLOCK_K, "

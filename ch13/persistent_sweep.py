@@ -24,15 +24,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from ch13.sweep import cannot_sweep, graph_time_ms  # noqa: E402
 
 CONFIG = (128, 128, 64, 4, 8)          # the pair's tile (ch13/baseline_persistent_gemm.py)
 M = 1536                               # 12 tile rows
 N_TILES = (11, 12, 16, 22, 23, 27, 33, 34)   # tile columns: 132, 144, 192, 264, 276, 324, 396, 408 tiles
-
-
-def error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def waves(tiles: int, sms: int) -> float:
@@ -51,17 +47,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "profiles" / "runs" / "persistent_sweep", help="output folder")
     p.add_argument("--k", type=int, nargs="+", default=[512, 2048, 8192], help="K values (default 512 2048 8192)")
     a = p.parse_args(argv)
-    if a.out.exists() and not a.out.is_dir():
-        return error(f"--out {a.out} is a file, not a folder")
+    refused = cannot_sweep(a.out, "Triton kernels")
+    if refused:
+        return refused
     import torch
-    if not torch.cuda.is_available():
-        return error("the sweep times Triton kernels on a GPU; none is visible to PyTorch")
-    try:
-        import triton  # noqa: F401
-    except ImportError as e:
-        return error(f"the sweep needs Triton, which this Python cannot import ({e})")
     from ch13 import triton_kernels as tk
-    from ch13.alignment_sweep import graph_time_ms
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     def persistent(split_tail):
         made = {}          # one PersistentGemm (its partial tiles and counts) per output buffer

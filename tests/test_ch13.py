@@ -195,12 +195,16 @@ def test_walkthrough_on_cuda_without_a_gpu_is_one_error_line():
     assert "no CUDA GPU" in one_error_line(["ch13/profile_walkthrough.py", "--device", "cuda"])
 
 
-def test_autotune_sweep_fails_in_one_line(tmp_path):
+@pytest.mark.parametrize("script", ["autotune_sweep.py", "persistent_sweep.py", "alignment_sweep.py"])
+def test_the_gpu_sweeps_fail_in_one_line(script, tmp_path):
+    """ch13/sweep.py's refusal, as each sweep gives it: an --out that is a file, then (without a GPU) no CUDA;
+    neither leaves a folder behind."""
     f = tmp_path / "a_file"
     f.write_text("")
-    assert "is a file" in one_error_line(["ch13/autotune_sweep.py", "--out", str(f)])
+    assert "is a file" in one_error_line([f"ch13/{script}", "--out", str(f)])
     if no_gpu():  # on a GPU with Triton this would run the sweep
-        assert "GPU" in one_error_line(["ch13/autotune_sweep.py", "--out", str(tmp_path / "sweep")])
+        assert "GPU" in one_error_line([f"ch13/{script}", "--out", str(tmp_path / "sweep")])
+        assert not (tmp_path / "sweep").exists()
 
 
 def test_autotune_sweep_without_triton_says_so(monkeypatch, capsys, tmp_path):
