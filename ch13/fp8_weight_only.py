@@ -15,11 +15,11 @@ place the repository defines the format:
   decode step (ch16/pdl_step.py) reads its float8 weights with these two functions.
 - `fp8_linear(x, w8, scale, bias, gelu)`: y = x @ (w8 * scale).T + bias for M tokens, the product a
   Triton tl.dot on a tile of BLOCK_N weight rows by all the tokens (M padded to 16, tl.dot's smallest).
-  From 17 to 64 tokens the weight tile is the dot's first operand, so the tokens are its narrow dimension
-  (the "swap AB" of decode kernels: a 64-row MMA over weight rows, 32-64 columns of tokens); up to 16 tokens
-  the tokens are the first operand, as in a plain GEMM, which the H100 sweep measured faster there (SWAP in
-  the blocks; profiles/h100/ch13-fp8-eeb9e9f/fp8_weight_only_sweep.md). Where K is long and N short
-  (a down projection) the K range is split over SPLIT_K programs, each writing fp32 partial sums; the
+  By default the weight tile is the dot's first operand, so the tokens are its narrow dimension
+  (the "swap AB" of decode kernels: a 64-row MMA over weight rows, 32-64 columns of tokens); for chapter 13's
+  MLP shapes up to 16 tokens the tokens are the first operand, as in a plain GEMM, which the H100 sweep
+  measured faster there (SWAP in BLOCKS; profiles/h100/ch13-fp8-eeb9e9f/fp8_weight_only_sweep.md).
+  Where K is long and N short (a down projection) the K range is split over SPLIT_K programs, each writing fp32 partial sums; the
   last of a tile's programs to finish (an atomic count per tile) adds them, adds the bias and rounds, so
   a call stays one launch. Without the split the grid is a fraction of the 132 SMs.
   Up to 64 tokens the weights are read once a call; more tokens are tiled by 64, each tile reading them.
@@ -56,8 +56,9 @@ if triton is not None:
 
 E4M3 = torch.float8_e4m3fn
 # (BLOCK_N, BLOCK_K, SPLIT_K, warps, stages[, TMA, SWAP]) by (N, K, tokens up to 16 or 64): the best of this
-# script's sweep on the H100 (profiles/h100/ch13-fp8-eeb9e9f/fp8_weight_only_sweep.md), without TMA (its descriptors
-# cost more host time per launch than they save on the GPU); other shapes get pick_blocks' heuristic
+# script's sweep on the H100 (profiles/h100/ch13-fp8-eeb9e9f/fp8_weight_only_sweep.md) among plain loads (TMA saved
+# kernel time at 64 tokens, but its descriptors, encoded on the host at every launch, cost the up projection more
+# than that: profiles/h100/ch13-fp8-8a9b340); other shapes get pick_blocks' heuristic (SWAP, any token count)
 BLOCKS = {(14336, 4096, 64): (64, 128, 1, 4, 4), (4096, 14336, 64): (64, 128, 4, 4, 4),
           (14336, 4096, 16): (64, 256, 1, 4, 4, False, False), (4096, 14336, 16): (64, 256, 2, 8, 4, False, False)}
 
@@ -148,8 +149,8 @@ if triton is not None:
                 tl.atomic_xchg(counter, 0)           # zero again for the next call
 
 
-def pick_blocks(M: int, N: int, K: int) -> tuple[int, int, int, int, int]:
-    """(BLOCK_N, BLOCK_K, SPLIT_K, warps, stages) for a product of M tokens by an (N, K) weight. The measured
+def pick_blocks(M: int, N: int, K: int) -> tuple:
+    """(BLOCK_N, BLOCK_K, SPLIT_K, warps, stages[, TMA, SWAP]) for a product of M tokens by an (N, K) weight. The measured
     table first; otherwise 64-row tiles, and K split until the grid has 192 programs or more (the sweep's
     best: 224 programs unsplit, 64 split four ways)."""
     tokens = 16 if M <= 16 else 64
@@ -200,7 +201,7 @@ def _launch(x, w8, scale, bias, gelu, blocks):
 
 
 def fp8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
-               gelu: bool = False, blocks: tuple[int, int, int, int, int] | None = None) -> torch.Tensor:
+               gelu: bool = False, blocks: tuple | None = None) -> torch.Tensor:
     """y = x @ (w8 * scale[:, None]).T (+ bias) (then tanh-GELU), in x's dtype: x (M, K), w8 (N, K) e4m3.
     Launched through Triton's JIT, which binds and checks the arguments on every call (see FP8Linear)."""
     if triton is None:
@@ -258,7 +259,7 @@ def sweep(shapes, tokens, out_md: pathlib.Path | None, **space):
     dev = torch.device("cuda")
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
     lines = ["| tokens | N x K | cuBLAS bf16 ms | fp8 ms | speedup | fp8 bytes GB/s | blocks (BLOCK_N, BLOCK_K, "
-             "SPLIT_K, warps, stages[, TMA]) | launched one by one: bf16, fp8 (JIT), fp8 (FP8Linear) ms | rel. error vs bf16 |",
+             "SPLIT_K, warps, stages[, TMA, SWAP]) | launched one by one: bf16, fp8 (JIT), fp8 (FP8Linear) ms | rel. error vs bf16 |",
              "| ---: | --- | ---: | ---: | ---: | ---: | --- | --- | ---: |"]
     for N, K in shapes:
         copies = max(4, -(-3 * l2 // (N * K)))      # every call reads weights that are not in L2
@@ -314,6 +315,8 @@ def main(argv=None):
     ap.add_argument("--block-k", type=int, nargs="+", default=[128, 256], help="BLOCK_K values to try")
     ap.add_argument("--tma", choices=("off", "on", "both"), default="both",
                     help="weight and activation tiles by per-thread loads (off), by TMA (on), or both (default)")
+    ap.add_argument("--swap", choices=("on", "off", "both"), default="both",
+                    help="the weight tile as the dot's first operand (on), the tokens (off), or both (default)")
     a = ap.parse_args(argv)
     try:
         shapes = [tuple(int(v) for v in s.lower().split("x")) for s in a.shape]
@@ -324,7 +327,8 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     sweep(shapes, a.tokens, a.output, block_ns=a.block_n, block_ks=a.block_k,
-          tmas={"off": (False,), "on": (True,), "both": (False, True)}[a.tma])
+          tmas={"off": (False,), "on": (True,), "both": (False, True)}[a.tma],
+          swaps={"on": (True,), "off": (False,), "both": (True, False)}[a.swap])
     return 0
 
 

@@ -144,7 +144,10 @@ def step_metrics(events, steps: int, on_gpu: bool) -> dict:
     if not on_gpu:
         m["note"] = "a CPU run: no GPU idle share and no kernel count (they need CUDA activity)"
         return m
-    kernels = [e for e in events if e.device_type == DeviceType.CUDA
+    # GPU activity, less copies and the profiler's own ranges: record_function("walkthrough_step") also appears
+    # on the GPU timeline as a user annotation spanning the whole step, which is not a kernel
+    kernels = [e for e in events if e.device_type == DeviceType.CUDA and e.name != "walkthrough_step"
+               and not getattr(e, "is_user_annotation", False)
                and not e.name.startswith(("Memcpy", "Memset", "[memory]"))]
     if not kernels or not ranges:
         return m

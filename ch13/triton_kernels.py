@@ -114,7 +114,8 @@ if TRITON:
         every SM busy for 1/split of a tile instead of a few SMs for a whole tile (the data-parallel + Stream-K
         hybrid). Each of a tail tile's programs adds its K range's sums into the tile's fp32 part[t] (atomic adds,
         done in L2, zeros between calls); the last to finish (an acq_rel count per tail tile) reads the total,
-        zeroes part[t] and the count for the next call, applies the epilogue and stores."""
+        zeroes part[t] and the count for the next call, applies the epilogue and stores. The float atomics add
+        in whatever order the programs finish: the split tiles' sums are not bitwise reproducible run to run."""
         pid = tl.program_id(0)
         tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
         k_steps = tl.cdiv(K, BLOCK_K)
@@ -133,7 +134,7 @@ if TRITON:
                 k_hi = tl.minimum(k_steps, k_lo + per)
             acc, offs_m, offs_n = _tile_sum(a_ptr, w_ptr, tile, k_lo, k_hi, M, N, K, sam, sak, swk, swn,
                                             BLOCK_M, BLOCK_N, BLOCK_K, GROUP)
-            if u < full:
+            if u < full or split == 1:             # a whole tile: stored as it is
                 _store_tile(acc, offs_m, offs_n, b_ptr, c_ptr, M, N, scm, scn, HAS_BIAS, GELU)
             else:                                  # u - full < NUM_PROGRAMS: at most one such item per program
                 t = (u - full) // split
@@ -196,18 +197,26 @@ def picked(m: int, n: int, k: int) -> str:
 
 
 class PersistentGemm:
-    """gemm's product and epilogue from min(num_programs, tiles) programs, each looping over its tiles; with
-    split_tail, the tiles of the last partial wave split along K over all the programs. Set up once per
-    output (the split's fp32 partial sums and its counts per tile, zeros between calls); call it with x, w, b."""
+    """gemm's product and epilogue from a persistent grid, each program looping over its tiles. Without
+    split_tail: min(num_programs, tiles) programs, every tile whole. With it: num_programs programs, and the
+    tiles of the last partial wave (all of them, where there are fewer tiles than programs) split along K
+    over all the programs; where the tiles fill whole waves there is nothing to split and the kernel is
+    launched without the split's code. Set up once per output (the split's fp32 tile sums and its counts
+    per tile, zeros between calls); call it with x, w, b."""
 
     def __init__(self, out, config, num_programs: int, split_tail: bool = True):
-        self.out, self.config, self.split_tail = out, config, split_tail
-        self.programs = min(num_programs, tiles(out.shape[0], out.shape[1], config))
+        self.out, self.config = out, config
+        n_tiles = tiles(out.shape[0], out.shape[1], config)
+        self.split_tail = split_tail and n_tiles % num_programs != 0
+        self.programs = num_programs if self.split_tail else min(num_programs, n_tiles)
         bm, bn = config[0], config[1]
-        self.part = torch.zeros(self.programs if split_tail else 1, bm, bn, device=out.device, dtype=torch.float32)
+        self.part = torch.zeros(self.programs if self.split_tail else 1, bm, bn, device=out.device,
+                                dtype=torch.float32)
         self.counts = torch.zeros(self.programs, device=out.device, dtype=torch.int32)
 
     def __call__(self, x, w, b=None, gelu: bool = False):
+        assert (x.shape[0], w.shape[1]) == tuple(self.out.shape) and x.shape[1] == w.shape[0], \
+            ("x @ w must have the output's shape", tuple(x.shape), tuple(w.shape), tuple(self.out.shape))
         (xa, wa, ba, out, M, N, K, *strides), _, _ = _args(x, w, b, self.out)
         bm, bn, bk, s, nw = self.config
         _persistent_gemm_kernel[(self.programs,)](xa, wa, ba, out, self.part, self.counts, M, N, K, *strides,

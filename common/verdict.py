@@ -121,7 +121,7 @@ def verdict(m: dict, device_type: str | None = None) -> list[Finding]:
                                f"for {m.get('access_bytes', 4)}-byte accesses", "make consecutive threads read "
                                "consecutive addresses (transpose through shared memory, change the layout)"))
     occ, regs = _num(m, "achieved_occupancy_pct"), _num(m, "registers_per_thread")
-    at_a_roof = sm is not None and mem is not None and max(sm, mem) >= SOL_BOUND
+    at_a_roof = max((v for v in (sm, mem) if v is not None), default=0.0) >= SOL_BOUND
     # low occupancy costs only a kernel that is not already near a roof: Hopper's GEMMs run one 168-register
     # CTA per SM (15% occupancy) at 90% of the SM's peak, by design
     if occ is not None and regs is not None and occ < OCCUPANCY_LOW_PCT and regs > REGISTERS_HIGH and not at_a_roof:

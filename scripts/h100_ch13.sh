@@ -49,9 +49,10 @@ run_part() {
       make -C ch13 2>&1 | tee "$work/logs/make_ch13.log" | grep -i "spill\|error"
       ch13/bin/bottlenecks_demo_sm90 2>&1 | tee "$work/logs/bottlenecks_demo.log"
       if command -v ncu >/dev/null; then  # every launch of the six kernels (validate + timing), few metrics each
-        ncu --csv --page raw --print-units base -k regex:"transpose_smem|histogram_|mix" --launch-count 400 --metrics \
+        ncu --csv --page raw --print-units base --log-file "$work/ch13_kernels/bottlenecks_ncu.csv" \
+          -k regex:"transpose_smem|histogram_|mix" --launch-count 400 --metrics \
           l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,lts__t_requests_op_red.sum,l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum,l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum \
-          ch13/bin/bottlenecks_demo_sm90 > "$work/ch13_kernels/bottlenecks_ncu.csv" 2> "$work/logs/ncu_bottlenecks.log"
+          ch13/bin/bottlenecks_demo_sm90 > "$work/logs/bottlenecks_demo_under_ncu.log" 2> "$work/logs/ncu_bottlenecks.log"
       fi ;;
     compile)  # the compiled pairs: max-autotune compiles for minutes (prepare_s records how long)
       $py benchmark.py --pair compile_block --pair compile_shapes --profile torch --output "$work/ch13_compile" \

@@ -46,6 +46,7 @@ def test_kernel_level_rules():
     assert rules(gemm) == ["compute-bound"]
     assert rules({**gemm, "sm_throughput_pct": 30, "memory_throughput_pct": 35}) == ["latency-bound",
                                                                                      "register-limited occupancy"]
+    assert rules({"achieved_occupancy_pct": 14.7, "registers_per_thread": 168, "sm_throughput_pct": 89.8}) == []
     assert "poor L2 reuse" in rules({"l2_hit_rate_pct": 20, "memory_throughput_pct": 80, "sm_throughput_pct": 10})
     assert rules({"l2_hit_rate_pct": 20}) == []  # a low hit rate matters only where memory is the bound
 
@@ -265,7 +266,8 @@ torch.manual_seed(0)
 def rel(a, b):
     return float((a - b).norm() / b.norm())
 # tokens not a multiple of 16 and past one 64-token tile; K split over 1 and 4 programs; with and without bias
-for M, N, K, blocks in ((5, 256, 512, None), (70, 64, 1024, (32, 128, 4, 4, 4)), (16, 128, 256, (64, 128, 1, 4, 4))):
+for M, N, K, blocks in ((5, 256, 512, None), (70, 64, 1024, (32, 128, 4, 4, 4)), (16, 128, 256, (64, 128, 1, 4, 4)),
+                        (16, 128, 512, (64, 256, 2, 8, 4, False, False))):   # the pair's 16-token form: x first
     x, w, b = torch.randn(M, K), torch.randn(N, K) / K ** 0.5, 0.1 * torch.randn(N)
     w8, s = quantize_rows(w)
     wd = w8.float() * s[:, None]                                   # what the float8 weights mean
@@ -319,12 +321,12 @@ def test_fp8_linear_compiles_for_hopper_with_the_weights_widened_in_registers():
     sig = {"x_ptr": "*bf16", "w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "bias_ptr": "*bf16", "out_ptr": "*bf16",
            "part_ptr": "*fp32", "count_ptr": "*i32", "M": "i32", "N": "i32", "K": "i32", "K_PER_SPLIT": "i32",
            "x_desc": "*bf16", "w_desc": "*fp8e4nv"}     # the TMA descriptors, unused with TMA=False
-    for split, gelu in ((1, True), (4, False)):
+    for split, gelu, swap in ((1, True, True), (4, False, True), (2, False, False)):
         stores = set()
         for block_k in (128, 256):
-            c = _compile_for_hopper(f._fp8_linear_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64, "BLOCK_K": block_k,
-                                                                "SPLIT_K": split, "HAS_BIAS": True, "GELU": gelu,
-                                                                "TMA": False, "SWAP": True})
+            c = _compile_for_hopper(f._fp8_linear_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64 if swap else 16,
+                                                                "BLOCK_K": block_k, "SPLIT_K": split, "HAS_BIAS": True,
+                                                                "GELU": gelu, "TMA": False, "SWAP": swap})
             ptx = c.asm["ptx"]
             assert re.search(r"cvt\.\S*e4m3", ptx), "float8 widened in registers"
             assert "wgmma" in ptx or "mma.sync" in ptx, "the product on the tensor cores"
@@ -363,8 +365,9 @@ import torch.nn.functional as F
 from ch13 import triton_kernels as tk
 torch.manual_seed(0)
 cfg = (32, 32, 32, 2, 4)
-# 9 tiles on 5 programs: 5 whole, 4 split 1 way; on 7: 7 whole, 2 split 3 ways (K = 256: 8 steps, 3 + 3 + 2);
-# on 3 programs: 9 whole, no tail; on 64: every tile split (64 // 9 = 7 ways, some K ranges empty)
+# 9 tiles on 5 programs: 5 whole, 4 split 1 way (stored whole); on 7: 7 whole, 2 split 3 ways (K = 256: 8 steps,
+# 3 + 3 + 2); on 3 programs: 9 whole, no tail (launched without the split); on 64: fewer tiles than programs,
+# every tile split 64 // 9 = 7 ways (K = 64: 2 steps, most K ranges empty)
 for M, N, K in ((96, 96, 256), (70, 96, 100), (33, 130, 64)):
     x, w, b = torch.randn(M, K), torch.randn(K, N) / K ** 0.5, torch.randn(N)
     ref = F.gelu(x @ w + b, approximate="tanh")
@@ -379,6 +382,7 @@ for M, N, K in ((96, 96, 256), (70, 96, 100), (33, 130, 64)):
                 g(x, w, b, gelu=True)
                 assert torch.allclose(out2, ref, atol=1e-4, rtol=1e-4), (M, N, K, programs, split)
             assert int(g.counts.abs().sum()) == 0 and float(g.part.abs().sum()) == 0
+            assert g.split_tail == (split and tk.tiles(M, N, cfg) % programs != 0)
 """
 
 
@@ -390,9 +394,10 @@ def test_the_triton_gemms_under_the_interpreter_split_the_tail_and_clean_up():
 
 
 def test_the_split_tail_shares_the_full_waves_pipeline():
-    """Compiled for sm_90: the persistent kernel with the split tail holds no more shared memory than without
-    it (one K loop, one pipeline; a second call site of the K loop once compiled a second pipeline, twice the
-    shared memory) and its partial sums go to L2 as reductions, not loads of other programs' tiles."""
+    """Compiled for sm_90: the persistent kernel with the split tail has one K loop (the tensor-core MMAs of one
+    pipeline; a second call site of the K loop once compiled a second pipeline, twice the wgmma instructions),
+    holds at most one bf16 accumulator tile more shared memory than without the split (the layout change
+    before the atomics), and adds its tile sums in L2 as fp32 reductions; without the split, no reductions."""
     from test_ch16 import _compile_for_hopper
     from ch13 import triton_kernels as tk
     sig = {"a_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "part_ptr": "*fp32",
@@ -403,6 +408,28 @@ def test_the_split_tail_shares_the_full_waves_pipeline():
             "HAS_BIAS": False, "GELU": False, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP": 8,
             "NUM_PROGRAMS": 132, "SPLIT_TAIL": split})
         shared[split], ptx[split] = c.metadata.shared, c.asm["ptx"]
-    assert shared[True] == shared[False], shared
+    assert shared[False] <= shared[True] <= shared[False] + 128 * 128 * 2, shared
     assert ptx[True].count("wgmma.mma_async") == ptx[False].count("wgmma.mma_async")
-    assert "red.global" in ptx[True] or "atom.global" in ptx[True]
+    assert re.search(r"(red|atom)\.global\S*\.add\S*\.f32", ptx[True]), "the tile sums added as fp32 reductions"
+    assert not re.search(r"(red|atom)\.global\S*\.add\S*\.f32", ptx[False])
+
+
+def test_step_metrics_count_kernels_not_the_steps_own_gpu_range():
+    """torch.profiler puts record_function("walkthrough_step") on the GPU timeline too, as a range spanning the
+    step; counted as a kernel it made the H100 decode step look 3.5% idle with 26 us kernels. Two steps of
+    10 ms wall, each with two 1 ms kernels: 2 kernels a step, 1 ms each, the GPU busy 20% of the time."""
+    from types import SimpleNamespace as NS
+    from torch.autograd import DeviceType
+    from ch13.profile_walkthrough import step_metrics
+
+    def ev(name, dev, start_ms, end_ms):
+        return NS(name=name, device_type=dev, time_range=NS(start=start_ms * 1000, end=end_ms * 1000),
+                  self_cpu_time_total=0)
+    events = []
+    for step in range(2):
+        t = 10 * step
+        events += [ev("walkthrough_step", DeviceType.CPU, t, t + 10), ev("walkthrough_step", DeviceType.CUDA, t, t + 10),
+                   ev("gemm", DeviceType.CUDA, t + 1, t + 2), ev("gelu", DeviceType.CUDA, t + 5, t + 6)]
+    m = step_metrics(events, 2, on_gpu=True)
+    assert m["kernels_per_step"] == 2 and m["mean_kernel_us"] == 1000
+    assert abs(m["gpu_idle_pct"] - 80.0) < 1e-9 and abs(m["gpu_busy_ms_per_step"] - 2.0) < 1e-9
