@@ -4,11 +4,10 @@ Workload: C = A @ B, M = N = 1536, K = 8192, bf16, tiles of 128 x 128 (K step 64
 12 x 12 = 144 tiles over 132 SMs, one such program per SM at a time (its pipeline holds 128 KB of shared
 memory): the first wave runs 132 tiles, the second the last 12, with 120 SMs idle. The kernel takes two
 tiles' time for 1.09 tiles of work per SM. ch13/persistent_sweep.py shows the sawtooth over tile counts
-(profiles/h100/ch13-persistent-772297c/persistent_sweep.md): on the H100 at K = 8192 this kernel took
-0.0521 ms for 132 tiles and 0.1065 ms for 144.
+(profiles/h100/ch13-persistent-92f1ef6/persistent_sweep.md): on the H100 at K = 8192 this kernel took
+0.0521 ms for 132 tiles and 0.1177 ms for 144.
 
-Per call: A. Prepared once: B and the output. GPU only (a Triton kernel). The same size at --quick: at
-768 x 768 x 2048 (36 tiles, no full wave) --quick measured the split at 0.97x (0.90-1.02) on the H100.
+Per call: A. Prepared once: B and the output. GPU only (a Triton kernel). --quick runs the same size.
 
 Bound: compute, in a full wave. Napkin math: 2 x 1536^2 x 8192 = 38.7 GFLOP ≈ 0.06 ms at ~650 TFLOP/s,
 if every SM were busy to the end; with the second wave nearly empty, ~0.1 ms.

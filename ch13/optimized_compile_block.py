@@ -7,12 +7,12 @@ calls. The napkin math (baseline_compile_block.py) allowed up to ~0.2 ms of 1.4 
 passes, but eager already runs LayerNorm as one kernel and the bias in cuBLAS's epilogue (addmm): what is
 left to fuse is the GELU and two residual adds, ~3% of the forward.
 
-Measured on the H100, three runs of the pair: 1.018x (0af4c72), 1.024x (4e9eeb0), 0.988x (951f95d): no
-gain beyond run-to-run noise, for a compile that prepare_s shows taking tens of seconds. The walkthrough's
-training step compiled (profiles/h100/ch13-walkthrough-eae4ffc) launches 44 kernels against eager's 34 and
-keeps the GPU busy 4.56 ms a step against 4.32: its backward calls mm and adds the bias apart, where eager's
-addmm fused it. Compile where the profile shows element-wise kernels or launches taking the time, not by
-default. KIND = "pitfall": reported with its ratio. GPU only: on a CPU Inductor compiles C++ for tens of
+Measured on the H100, four runs of the pair: 1.018x (0af4c72), 1.024x (4e9eeb0), 0.988x (951f95d),
+1.019x (e9abe53): no gain beyond run-to-run noise, for a compile that prepare_s shows taking tens of
+seconds. The walkthrough's training step compiled (profiles/h100/ch13-walkthrough-92f1ef6) launches 43
+kernels against eager's 33 and keeps the GPU busy 4.43 ms a step against 4.09, with 8 aten::mm calls a
+step where eager's has 5 (top_ops.txt: 6.10 against 3.84 ms of mm over three steps). Compile where the
+profile shows element-wise kernels or launches taking the time, not by default. KIND = "pitfall": reported with its ratio. GPU only: on a CPU Inductor compiles C++ for tens of
 seconds, which CI does not pay.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702

@@ -17,8 +17,8 @@ decode step (ch16/pdl_step.py reads its weights with the same functions).
 Measured on the H100 in the chapter's run at e9abe53 (profiles/h100/ch13-e9abe53): 0.0655 ms a call against
 eager bf16's 0.1038, 1.60x (1.58-1.63); the same kernels in two earlier runs: 1.608x (772297c) and 1.678x
 (951f95d). Its 2 kernels take 54.6 us a call, eager's 4 take 91.5 (scripts/fp8_linear_kernels.py). The
-block-size sweep (profiles/h100/ch13-fp8-772297c/fp8_weight_only_sweep_16_tokens.md) puts each layer at
-1.57-1.60x cuBLAS at 16 tokens, 2.1-2.2 TB/s on the float8 bytes. At 64 tokens the same kernels reach only
+block-size sweep (profiles/h100/ch13-fp8-eeb9e9f/fp8_weight_only_sweep.md) puts each layer, with the
+blocks used here, at 1.57x and 1.61x cuBLAS at 16 tokens, 2.1-2.2 TB/s on the float8 bytes. At 64 tokens the same kernels reach only
 1.31-1.36x (profiles/h100/ch13-fp8-eeb9e9f): a program then reads two bytes of activations (from L2) per
 byte of weights, and Nsight Compute showed the up projection latency-bound (DRAM 44%, SM 47%:
 profiles/h100/ch13-fp8-a6cbf1a/ncu_up_projection_64_tokens.txt).

@@ -2,26 +2,27 @@
 
 One program per SM (132 on an H100) walks the tiles pid, pid + 132, ... for the full waves, exactly as
 the baseline's programs would. The 12 tiles left over (144 = 132 + 12) are not given to 12 SMs for a
-whole tile's time: each is split along K over 132 // 12 = 11 programs, which sum their slice of K into
-fp32 partial tiles; the last of a tile's 11 to finish (an atomic count) adds them and stores the tile.
-The second wave then costs 1/11 of a tile plus the sums (atomic adds in L2), not a whole tile. It is the
-data-parallel + Stream-K hybrid of CUTLASS and cuBLAS, in ch13/triton_kernels.py (_persistent_gemm_kernel,
-SPLIT_TAIL).
-
-Measured on the H100 (profiles/h100/ch13-e9abe53): 0.0719 ms a call against 0.1011, 1.415x (1.408-1.422),
-not the one-wave time (0.0521 ms at 132 tiles): the persistent grid itself runs a full wave slower than
-one program per tile (0.0577 against 0.0521 ms, its epilogue holding 32 KB more shared memory), and the
-split tiles add their sums through L2. Where the split pays and where it does not, from the sweep
-(profiles/h100/ch13-persistent-772297c): at K = 8192 it wins where the last wave is thin (1.55x at 1.09
-waves, 1.25x at 2.09, 1.19x at 3.09), gains 5-9% at 1.45 and 2.45 waves, and loses 7-19% where the tiles are
-an exact multiple of the SMs (no tail to split, only the persistent grid's cost); at K = 2048 a split tile
-is too little work to pay for its sums (0.87-1.10x).
+whole tile's time: each is split along K over 132 // 12 = 11 programs, which add their slice's sums into
+one fp32 tile in L2 (atomic adds); the last of a tile's 11 to finish (an atomic count) reads the total,
+applies the epilogue and stores the tile. The second wave then costs 1/11 of a tile plus the additions,
+not a whole tile. It is the data-parallel + Stream-K hybrid of CUTLASS and cuBLAS, in
+ch13/triton_kernels.py (_persistent_gemm_kernel, SPLIT_TAIL); where the tiles fill whole waves there is
+nothing to split and PersistentGemm launches the kernel without it.
 
 Persistence is what makes the split possible (the programs know the wave count and which work is left),
 not what makes it fast: without the split (ch13/optimized_persistent_gemm_plain.py) the same persistent
 grid is no faster than one program per tile.
 
-Prepared once: B, the output, the fp32 partial tiles and the per-tile counts (zero between calls).
+Measured on the H100 (profiles/h100/ch13-persistent-92f1ef6/pair): 0.07237 ms a call against 0.1018,
+1.429x (1.418-1.439); 1.415x in the chapter's run at e9abe53. Not the one-wave time (0.0521 ms at 132
+tiles): the split tiles add their sums through L2, and the kernel with the split compiled in holds one
+more accumulator tile of shared memory. Where the split pays and where it does not, from the sweep
+(profiles/h100/ch13-persistent-92f1ef6/persistent_sweep.md): at K = 8192 it wins where the last wave is
+thin (1.71x at 1.09 waves, 1.28x at 2.09, 1.15x at 3.09, 1.12x at 1.45) and is even at 2.45 waves; at
+exact multiples of 132 there is no tail and the plain persistent kernel runs (0.89-0.99x one program per
+tile in this sweep); at K = 512 a split tile is too little work to pay for its sums (0.64-0.81x where there is a tail).
+
+Prepared once: B, the output, the fp32 tile sums and the per-tile counts (zero between calls).
 Per call: A; one launch.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
