@@ -35,12 +35,13 @@ REQUIRES = ("triton",)
 SPLIT_TAIL = True
 
 
-def prepare(w):
+def prepare(w, split_tail: bool = SPLIT_TAIL):
+    """The persistent GEMM over the workload's A and B; split_tail=False is the plain persistent pitfall."""
     from ch13 import triton_kernels as tk
     a, b = w.inputs["a"], w.inputs["b"]
     out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    gemm = tk.PersistentGemm(out, CONFIG, num_programs=sms, split_tail=SPLIT_TAIL)
+    gemm = tk.PersistentGemm(out, CONFIG, num_programs=sms, split_tail=split_tail)
     return lambda: gemm(a, b)
 
 

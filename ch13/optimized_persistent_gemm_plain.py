@@ -11,7 +11,7 @@ K loop's pipeline (Triton's persistent-matmul tutorial's flatten=True), tried in
 commit 8a9b340, was 0.29-0.62x: slower everywhere. KIND = "pitfall": reported with its ratio.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
-from ch13.baseline_persistent_gemm import CONFIG
+from ch13 import optimized_persistent_gemm as persistent
 
 KIND = "pitfall"
 DEVICES = ("cuda",)
@@ -19,13 +19,7 @@ REQUIRES = ("triton",)
 
 
 def prepare(w):
-    from ch13 import triton_kernels as tk
-    import torch
-    a, b = w.inputs["a"], w.inputs["b"]
-    out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
-    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    gemm = tk.PersistentGemm(out, CONFIG, num_programs=sms, split_tail=False)
-    return lambda: gemm(a, b)
+    return persistent.prepare(w, split_tail=False)   # the same persistent grid, every tile whole
 
 
 if __name__ == "__main__":
