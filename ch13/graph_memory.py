@@ -39,17 +39,12 @@ import torch  # noqa: E402
 from ch13.baseline_compile_shapes import batches, workload  # noqa: E402
 from ch13.optimized_compile_shapes import compiled  # noqa: E402
 from ch13.optimized_compile_shapes_bucketed import BUCKET  # noqa: E402
+from ch13.sweep import error  # noqa: E402
 
 STRATEGIES = ("eager", "per_length", "bucketed")
 CALLS_PER_LENGTH = 3
 CHILD_TIMEOUT_S = 420  # one strategy: two compiles of two blocks (static shapes, then dynamic) and 8 recordings
 MIB = 2**20
-
-
-def error(message: str) -> int:
-    """One line on stderr and exit status 2: what cannot run here, without a traceback."""
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def padded_length(t: int, strategy: str) -> int:

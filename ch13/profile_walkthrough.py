@@ -47,6 +47,7 @@ import torch  # noqa: E402
 
 from common import verdict as V  # noqa: E402
 from common.files import new_run_folder  # noqa: E402
+from ch13.sweep import error  # noqa: E402
 
 # The ncu metrics step 3 collects; the names are Nsight Compute's, the keys common/verdict.py's.
 NCU_METRICS = {
@@ -66,12 +67,6 @@ ALLOC_OPS = ("aten::empty", "aten::empty_strided", "aten::empty_like", "aten::ze
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def error(message: str) -> int:
-    """One line on stderr and exit status 2: bad input or a missing device, said without a traceback."""
-    print(f"error: {message}", file=sys.stderr, flush=True)
-    return 2
 
 
 # ---------------------------------------------------------------- the step

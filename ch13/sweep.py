@@ -1,5 +1,7 @@
 """What the chapter's GPU scripts share: the one-line refusal, and two timers.
 
+- `error(message)`: one `error:` line on stderr, exit status 2 (the walkthrough and graph_memory use it too).
+
 - `cannot_sweep(out, what, triton=True)`: why a GPU sweep cannot run here, printed as one `error:` line with
   exit status 2 (the script returns it), or None: `--out` names a file, no CUDA GPU, no Triton.
 - `time_ms(fn)`: CUDA events around each call, the median after warm-up (a call's time as a program
@@ -15,7 +17,7 @@ from pathlib import Path
 
 def error(message: str) -> int:
     """One line on stderr and exit status 2: what cannot run here, without a traceback."""
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {message}", file=sys.stderr, flush=True)
     return 2
 
 
