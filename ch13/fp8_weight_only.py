@@ -102,18 +102,11 @@ if triton is not None:
         tl.store(out_ptr + toks[None, :] * N + rows[:, None], y, mask=toks[None, :] < M)
 
     @triton.jit
-    def _prefetch_rows_l2(ptrs, nbytes):
-        """Ask the copy engine to bring `nbytes` (a multiple of 16) from each address of `ptrs` into L2: one
-        bulk prefetch instruction per row, no registers, no waiting (Hopper's cp.async.bulk.prefetch.L2)."""
-        tl.inline_asm_elementwise("cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0;", "=r,l,r",
-                                  [ptrs, nbytes], dtype=tl.int32, is_pure=False, pack=1)
-
-    @triton.jit
     def _fp8_linear_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, out_ptr, part_ptr, count_ptr, M, N, K, K_PER_SPLIT,
                            x_desc, w_desc, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                            SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, GELU: tl.constexpr, TMA: tl.constexpr,
                            SWAP: tl.constexpr = True, LAUNCH_NEXT: tl.constexpr = False,
-                           WAIT_PREV: tl.constexpr = False, PREFETCH: tl.constexpr = 0):
+                           WAIT_PREV: tl.constexpr = False):
         """One program: BLOCK_N output features x BLOCK_M tokens over its share of K. W is float8 (N, K) with
         a scale per row; x (M, K) and out (M, N) in the activation's type. SPLIT_K > 1: part (SPLIT_K, M, N)
         fp32 partial sums and count (one int32 per output tile, zero between calls): the last program of a
@@ -122,18 +115,15 @@ if triton is not None:
         per thread; x's rows past M read as zeros) instead of per-thread loads. SWAP (the default): the weight
         tile is the dot's first operand (tokens the narrow dimension); else x is, as in a plain GEMM.
         Programmatic dependent launch (two layers in a row, the second launched with launch_pdl): the first
-        layer's programs let the next kernel start at once (LAUNCH_NEXT); the second's programs, on SMs the
-        first leaves free and on each SM the first vacates, ask for the first PREFETCH bytes of their weight
-        rows (which do not depend on the first layer) to be brought into L2, then wait for the first layer's
-        output (WAIT_PREV) before reading x. The launch gap and the first layer's tail then carry weight bytes."""
+        layer's programs let the next kernel launch at once (LAUNCH_NEXT); the second's programs start on
+        the SMs the first leaves room on and wait there for its output (WAIT_PREV) before their loop, so
+        the launch and the programs' set-up overlap the first layer's tail instead of following it."""
         rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         toks = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)
         k0 = tl.program_id(1) * K_PER_SPLIT
         if LAUNCH_NEXT:
             tl.extra.cuda.gdc_launch_dependents()
         if WAIT_PREV:
-            if PREFETCH > 0:
-                _prefetch_rows_l2(w_ptr + rows.to(tl.int64) * K + k0, tl.full((BLOCK_N,), PREFETCH, tl.int32))
             tl.extra.cuda.gdc_wait()         # the previous kernel's writes (x) are complete and visible
         acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
         acc_t = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)     # not SWAP: the same sums, transposed
@@ -190,18 +180,18 @@ def _block_m(M: int) -> int:
     return min(64, max(16, triton.next_power_of_2(M)))
 
 
-def _launch(x, w8, scale, bias, gelu, blocks, pdl=None, prefetch=0):
+def _launch(x, w8, scale, bias, gelu, blocks, pdl=None):
     """(out, grid, arguments, options) of one product: the output allocated, and with a split K the fp32
     partial sums and the int32 counts per output tile (zeros); with none, out stands in for both.
-    pdl: None, "first" (let the next kernel launch early) or "second" (launched early: prefetch `prefetch`
-    bytes of each weight row into L2, then wait for the previous kernel)."""
+    pdl: None, "first" (let the next kernel launch early) or "second" (launched early, waits for the
+    previous kernel's output): programmatic dependent launch, see _fp8_linear_kernel."""
     M, K = x.shape
     N = w8.shape[0]
     block_n, block_k, split, warps, stages, *more = blocks
     tma, swap = (list(more) + [False, True][len(more):])[:2]
     assert w8.dtype == E4M3 and w8.shape[1] == K and x.is_contiguous() and w8.is_contiguous()
     assert N % block_n == 0 and K % (split * block_k) == 0, ("N, K must divide the tiles", N, K, blocks)
-    assert pdl in (None, "first", "second") and prefetch % 16 == 0 and 0 <= prefetch <= K // split, (pdl, prefetch)
+    assert pdl in (None, "first", "second"), pdl
     block_m = _block_m(M)
     grid = (N // block_n, split, triton.cdiv(M, block_m))
     out = part = counts = torch.empty(M, N, device=x.device, dtype=x.dtype)
@@ -219,8 +209,7 @@ def _launch(x, w8, scale, bias, gelu, blocks, pdl=None, prefetch=0):
                            count_ptr=counts, M=M, N=N, K=K, K_PER_SPLIT=K // split, x_desc=x_desc, w_desc=w_desc,
                            BLOCK_N=block_n, BLOCK_M=block_m, BLOCK_K=block_k, SPLIT_K=split,
                            HAS_BIAS=bias is not None, GELU=gelu, TMA=bool(tma),
-                           SWAP=bool(swap), LAUNCH_NEXT=pdl == "first", WAIT_PREV=pdl == "second",
-                           PREFETCH=prefetch if pdl == "second" else 0), \
+                           SWAP=bool(swap), LAUNCH_NEXT=pdl == "first", WAIT_PREV=pdl == "second"), \
         dict(num_warps=warps, num_stages=stages, **({"launch_pdl": True} if pdl == "second" else {}))
 
 
@@ -244,12 +233,12 @@ class FP8Linear:
     call) costs more host time than these kernels take on the GPU: the H100 figures are in the sweep's
     "launched one by one" column. Call it; it returns the same output tensor, rewritten."""
 
-    def __init__(self, x, w8, scale, bias=None, gelu=False, blocks=None, pdl=None, prefetch=0):
+    def __init__(self, x, w8, scale, bias=None, gelu=False, blocks=None, pdl=None):
         if triton is None:
             raise RuntimeError("FP8Linear needs Triton")
         self.out, grid, args, options = _launch(x, w8, scale, bias, gelu,
                                                 blocks or pick_blocks(x.shape[0], w8.shape[0], x.shape[1]),
-                                                pdl, prefetch)
+                                                pdl)
         compiled = _fp8_linear_kernel[grid](**args, **options)      # compiles (once per configuration) and runs
         if hasattr(compiled, "run") and hasattr(compiled, "__getitem__"):
             self.run, self.args = compiled[grid], [args[name] for name in _fp8_linear_kernel.arg_names]

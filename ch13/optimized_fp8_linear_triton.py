@@ -44,8 +44,12 @@ def prepare(w):
     x = w.inputs["x"]
     w_up, s_up = quantize_rows(w.inputs["w_up"])
     w_down, s_down = quantize_rows(w.inputs["w_down"])
-    up = FP8Linear(x, w_up, s_up, w.inputs["b_up"], gelu=True)     # h = GELU(x W_up^T + b_up), into up.out
-    down = FP8Linear(up.out, w_down, s_down, w.inputs["b_down"])   # y = h W_down^T + b_down
+    # programmatic dependent launch (Hopper and later): the down projection launches while the up one runs
+    pdl = x.device.type == "cuda" and torch.cuda.get_device_capability(x.device)[0] >= 9
+    up = FP8Linear(x, w_up, s_up, w.inputs["b_up"], gelu=True,     # h = GELU(x W_up^T + b_up), into up.out
+                   pdl="first" if pdl else None)
+    down = FP8Linear(up.out, w_down, s_down, w.inputs["b_down"],   # y = h W_down^T + b_down
+                     pdl="second" if pdl else None)
 
     @torch.no_grad()
     def call():

@@ -3,17 +3,18 @@
 
 1. What does the L2 scrub leave inside the timed call? The harness empties L2 before each sample of a
    memory-bound pair. A scrub that *writes* a buffer twice L2's size leaves L2 full of dirty lines, and the
-   next call, reading its own data, writes them back to memory inside its events; a scrub that *reads* the
-   buffer leaves clean lines that cost nothing to evict. Each call below is timed with no scrub, the write
-   scrub, the read scrub and write-then-read (which must match the read scrub if reading evicts the dirty
-   lines). A read of 16 MiB (inside L2) shows whether a scrub empties L2 at all: scrubbed, it must be slower
-   than unscrubbed.
-2. Programmatic dependent launch in the Triton MLP: the down projection launched while the up projection
-   still runs, prefetching the first `prefetch` bytes of each of its weight rows into L2 before it waits.
+   next call, reading its own data, writes them back to memory inside its events; the harness's scrub
+   (common.timing.L2Scrubber) *reads* the buffer and leaves clean lines. Each call below is timed after a
+   scrub that only sleeps on the GPU (the control: nothing evicted, the queue kept full so the host's launch
+   is not timed), after the writing scrub and after the harness's reading scrub. Reads of 16 and 32 MiB
+   (inside L2) check that the reading scrub empties L2: after it they must be slower than after the sleep.
+2. Programmatic dependent launch in the Triton MLP (the down projection launched while the up projection
+   still runs), and the block sizes of each layer with it, under the harness's scrub.
 
-  python scripts/fp8_mlp_probe.py OUT.md [--budget 2]        (GPU only)
+  python scripts/fp8_mlp_probe.py OUT.md [--budget 2] [--up-blocks ...] [--down-blocks ...]   (GPU only)
 """
 import argparse
+import os
 import pathlib
 import sys
 
@@ -21,29 +22,38 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 
 class Scrub:
-    """Touch a buffer of twice L2's size: write it (zero_), read it (amax into one int), or both."""
+    """Before a sample: sleep on the GPU (touching no memory), write a buffer twice L2's size, or the
+    harness's own scrub (read)."""
 
     def __init__(self, device, mode):
         import torch
-        l2 = torch.cuda.get_device_properties(device).L2_cache_size
-        self.buf = torch.ones(max(2 * l2, 64 * 2**20) // 4, dtype=torch.int32, device=device)
-        self.acc = torch.zeros((), dtype=torch.int32, device=device)
-        self.mode = mode
+        from common.timing import L2Scrubber
+        self.mode, self.read = mode, L2Scrubber(device)
+        self.buf = torch.zeros_like(self.read.buf)
 
     def __call__(self):
         import torch
-        if "write" in self.mode:
+        if self.mode == "sleep":
+            torch.cuda._sleep(60_000)      # about as long as a scrub (30 us at 2 GHz)
+        elif self.mode == "write":
             self.buf.fill_(1)
-        if "read" in self.mode:
-            torch.amax(self.buf, dim=0, out=self.acc)
+        else:
+            self.read()
+
+
+def blocks_arg(text):
+    """'64,256,1,4,4,0,0' -> (64, 256, 1, 4, 4, False, False): BLOCK_N, BLOCK_K, SPLIT_K, warps, stages, TMA, SWAP."""
+    v = [int(t) for t in text.split(",")]
+    return tuple(v[:5]) + tuple(bool(t) for t in v[5:])
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", type=pathlib.Path, help="Markdown file for the two tables")
     ap.add_argument("--budget", type=float, default=2.0, help="seconds of timing per entry (default 2)")
-    ap.add_argument("--prefetch", type=int, nargs="+", default=[0, 1024, 2048, 4096],
-                    help="bytes per weight row the down projection prefetches (default 0 1024 2048 4096)")
+    ap.add_argument("--up-blocks", type=blocks_arg, nargs="*", default=[],
+                    help="other blocks for the up projection, each BLOCK_N,BLOCK_K,SPLIT_K,warps,stages,TMA,SWAP")
+    ap.add_argument("--down-blocks", type=blocks_arg, nargs="*", default=[], help="the same for the down projection")
     a = ap.parse_args(argv)
     import torch
     if not torch.cuda.is_available():
@@ -57,17 +67,16 @@ def main(argv=None):
     dev = torch.device("cuda")
     w = base.workload(0, dev)
     x = w.inputs["x"]
-    scrubs = {"none": None, "write": Scrub(dev, "write"), "read": Scrub(dev, "read"),
-              "write, then read": Scrub(dev, "write read")}
+    scrubs = {m: Scrub(dev, m) for m in ("sleep", "write", "read")}
 
     def feed(i):                       # new activations before every sample, outside the events
         x.normal_()
 
     q_up, q_down = quantize_rows(w.inputs["w_up"]), quantize_rows(w.inputs["w_down"])
 
-    def triton_mlp(pdl, prefetch=0):
-        up = FP8Linear(x, *q_up, w.inputs["b_up"], gelu=True, pdl="first" if pdl else None)
-        down = FP8Linear(up.out, *q_down, w.inputs["b_down"], pdl="second" if pdl else None, prefetch=prefetch)
+    def triton_mlp(pdl, up_blocks=None, down_blocks=None):
+        up = FP8Linear(x, *q_up, w.inputs["b_up"], gelu=True, blocks=up_blocks, pdl="first" if pdl else None)
+        down = FP8Linear(up.out, *q_down, w.inputs["b_down"], blocks=down_blocks, pdl="second" if pdl else None)
 
         def call():
             up()
@@ -75,10 +84,10 @@ def main(argv=None):
         return call
 
     ref = base.prepare(w)
-    calls = {"eager bf16 (baseline)": ref, "Triton fp8": triton_mlp(False)}
-    for p in a.prefetch:
-        calls[f"Triton fp8, PDL, prefetch {p} B/row"] = triton_mlp(True, p)
-    for name, c in calls.items():      # every variant verified before it is timed
+    calls = {"eager bf16 (baseline)": ref, "Triton fp8": triton_mlp(False), "Triton fp8, PDL": triton_mlp(True)}
+    blocks = {f"Triton fp8, PDL, up {ub}": triton_mlp(True, up_blocks=ub) for ub in a.up_blocks}
+    blocks.update({f"Triton fp8, PDL, down {db}": triton_mlp(True, down_blocks=db) for db in a.down_blocks})
+    for name, c in {**calls, **blocks}.items():      # every variant verified before it is timed
         feed(0)
         y, r = c().float(), ref().float()
         err = float((y - r).norm() / r.norm())
@@ -86,35 +95,40 @@ def main(argv=None):
             print(f"error: {name} does not match the baseline (relative error {err:.2e})", file=sys.stderr)
             return 1
     reads = {}
-    for mib in (16, 117, 235):
-        buf = torch.ones(mib * 2**20 // 2, dtype=torch.bfloat16, device=dev)
-        acc = torch.zeros((), dtype=torch.bfloat16, device=dev)
+    for mib in (16, 32, 235):
+        buf = torch.ones(mib * 2**20 // 4, dtype=torch.float32, device=dev)
+        acc = torch.zeros((), dtype=torch.float32, device=dev)
         reads[f"read {mib} MiB (amax)"] = (lambda b=buf, o=acc: torch.amax(b, dim=0, out=o))
 
-    rows = ["| call | " + " | ".join(f"scrub: {s} (us)" for s in scrubs) + " | write - read (us) |",
-            "| --- | " + " ---: |" * (len(scrubs) + 1)]
+    rows = ["| call | " + " | ".join(f"after {s} (us)" for s in scrubs) + " | write - read (us) | read - sleep (us) |",
+            "| --- | " + " ---: |" * (len(scrubs) + 2)]
     times = {}
     for name, c in {**reads, **calls}.items():
-        t = {s: time_call(c, dev, flush_l2=f or False, budget_s=a.budget, feed=feed) for s, f in scrubs.items()}
+        t = {s: time_call(c, dev, flush_l2=f, budget_s=a.budget, feed=feed) for s, f in scrubs.items()}
         times[name] = t
-        rows.append(f"| {name} | " + " | ".join(f"{t[s].median_ms * 1e3:.1f} ±{t[s].median_ci_pct:.1f}%"
-                                                for s in scrubs)
-                    + f" | {(t['write'].median_ms - t['read'].median_ms) * 1e3:+.1f} |")
+        us = {s: t[s].median_ms * 1e3 for s in scrubs}
+        rows.append(f"| {name} | " + " | ".join(f"{us[s]:.1f} ±{t[s].median_ci_pct:.1f}%" for s in scrubs)
+                    + f" | {us['write'] - us['read']:+.1f} | {us['read'] - us['sleep']:+.1f} |")
         print(rows[-1], flush=True)
-    b = times["eager bf16 (baseline)"]
-    sp = ["| variant | speedup, write scrub | speedup, read scrub | kernels' span per call, back to back (us) |",
+    base_ms = {s: times["eager bf16 (baseline)"][s].median_ms for s in scrubs}
+    sp = ["| variant | after the write scrub | after the harness's read scrub | kernels' span per call, back to back (us) |",
           "| --- | ---: | ---: | ---: |"]
     for name, c in calls.items():
         span, kernels = kernels_per_call(c)
-        sp.append(f"| {name} | {b['write'].median_ms / times[name]['write'].median_ms:.3f}x | "
-                  f"{b['read'].median_ms / times[name]['read'].median_ms:.3f}x | {span:.1f} "
-                  f"({len(kernels)} kernel names) |")
+        sp.append(f"| {name} | {base_ms['write'] / times[name]['write'].median_ms:.3f}x | "
+                  f"{base_ms['read'] / times[name]['read'].median_ms:.3f}x | {span:.1f} |")
+        print(sp[-1], flush=True)
+    for name, c in blocks.items():
+        t = time_call(c, dev, flush_l2=scrubs["read"], budget_s=a.budget, feed=feed)
+        sp.append(f"| {name} | | {base_ms['read'] / t.median_ms:.3f}x ({t.median_ms * 1e3:.1f} us) | |")
         print(sp[-1], flush=True)
     text = (f"# fp8_linear: the L2 scrub's write-back, and PDL between the two layers\n\n"
-            f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}. `scripts/fp8_mlp_probe.py`: each "
-            f"entry timed by common.timing.time_call (one call per sample, new activations before each, "
-            f"the scrub outside the events), {a.budget} s budget.\n\n" + "\n".join(rows) + "\n\n"
-            + "\n".join(sp) + "\n")
+            f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}, commit "
+            f"`{os.environ.get('GIT_COMMIT', 'unknown')}`. `scripts/fp8_mlp_probe.py`: each entry timed by "
+            f"common.timing.time_call (one call per sample, new activations before each, the scrub outside "
+            f"the events), {a.budget} s budget. Median per call.\n\n" + "\n".join(rows)
+            + "\n\nSpeedup over eager bf16 after the same scrub; blocks are (BLOCK_N, BLOCK_K, SPLIT_K, warps, "
+            "stages, TMA, SWAP), the others the pair's (ch13/fp8_weight_only.py BLOCKS).\n\n" + "\n".join(sp) + "\n")
     a.out.write_text(text)
     print(text)
     return 0

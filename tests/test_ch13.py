@@ -326,8 +326,10 @@ def test_fp8_linear_compiles_for_hopper_with_the_weights_widened_in_registers():
         for block_k in (128, 256):
             c = _compile_for_hopper(f._fp8_linear_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64 if swap else 16,
                                                                 "BLOCK_K": block_k, "SPLIT_K": split, "HAS_BIAS": True,
-                                                                "GELU": gelu, "TMA": False, "SWAP": swap})
+                                                                "GELU": gelu, "TMA": False, "SWAP": swap,
+                                                                "LAUNCH_NEXT": False, "WAIT_PREV": False})
             ptx = c.asm["ptx"]
+            assert "griddepcontrol" not in ptx, "no programmatic dependent launch unless asked"
             assert re.search(r"cvt\.\S*e4m3", ptx), "float8 widened in registers"
             assert "wgmma" in ptx or "mma.sync" in ptx, "the product on the tensor cores"
             stores.add(ptx.count("st.global"))
@@ -335,6 +337,35 @@ def test_fp8_linear_compiles_for_hopper_with_the_weights_widened_in_registers():
         assert len(stores) == 1, stores
         if split > 1:   # the tile's count: an acquire-release atomic; the partial sums read back from L2
             assert "atom.global.acq_rel" in ptx.replace(".gpu", "") and "ld.global.cg" in ptx, split
+
+
+def test_fp8_linear_with_pdl_lets_the_next_layer_launch_and_waits_for_the_previous_one_before_reading_x():
+    """Two layers in a row: the first's programs trigger the next launch; the second's wait for the first's
+    output, and the wait comes before any load of x (else it could read the previous step's activations)."""
+    import torch
+    from test_ch16 import _compile_for_hopper
+    from ch13 import fp8_weight_only as f
+    sig = {"x_ptr": "*bf16", "w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "bias_ptr": "*bf16", "out_ptr": "*bf16",
+           "part_ptr": "*fp32", "count_ptr": "*i32", "M": "i32", "N": "i32", "K": "i32", "K_PER_SPLIT": "i32",
+           "x_desc": "*bf16", "w_desc": "*fp8e4nv"}
+    common = {"BLOCK_N": 64, "BLOCK_M": 16, "BLOCK_K": 256, "SPLIT_K": 2, "HAS_BIAS": True, "GELU": False,
+              "TMA": False, "SWAP": False}
+    first = _compile_for_hopper(f._fp8_linear_kernel, sig, {**common, "LAUNCH_NEXT": True, "WAIT_PREV": False})
+    second = _compile_for_hopper(f._fp8_linear_kernel, sig, {**common, "LAUNCH_NEXT": False, "WAIT_PREV": True})
+    p1, p2 = first.asm["ptx"], second.asm["ptx"]
+    assert "griddepcontrol.launch_dependents" in p1 and "griddepcontrol.wait" not in p1
+    assert "griddepcontrol.wait" in p2 and "griddepcontrol.launch_dependents" not in p2
+    body = p2[p2.index(".entry"):]
+    loads = [m.start() for m in re.finditer(r"(cp\.async|ld\.global)", body)]
+    assert loads and body.index("griddepcontrol.wait") < min(loads), "the wait precedes every global load"
+    _, _, args, options = f._launch(torch.zeros(16, 256, dtype=torch.bfloat16),
+                                    torch.zeros(128, 256, dtype=f.E4M3), torch.ones(128), None, False,
+                                    (64, 128, 2, 4, 3, False, False), pdl="second")
+    assert options.get("launch_pdl") is True and args["WAIT_PREV"] and not args["LAUNCH_NEXT"]
+    _, _, args, options = f._launch(torch.zeros(16, 256, dtype=torch.bfloat16),
+                                    torch.zeros(128, 256, dtype=f.E4M3), torch.ones(128), None, False,
+                                    (64, 128, 2, 4, 3, False, False), pdl="first")
+    assert "launch_pdl" not in options and args["LAUNCH_NEXT"] and not args["WAIT_PREV"]
 
 
 def test_the_token_quantization_compiles_for_hopper_to_e4m3():
