@@ -23,6 +23,9 @@ place the repository defines the format:
   last of a tile's programs to finish (an atomic count per tile) adds them, adds the bias and rounds, so
   a call stays one launch. Without the split the grid is a fraction of the 132 SMs.
   Up to 64 tokens the weights are read once a call; more tokens are tiled by 64, each tile reading them.
+- `FP8Linear(..., pdl="first" | "second")`: two layers in a row with programmatic dependent launch (Hopper):
+  the second launches while the first runs and waits on the GPU for its output, so the gap between the
+  kernels and the first one's tail overlap (ch13/optimized_fp8_linear_triton.py, with the figures).
 
 Where eager rounds, this rounds: the product with its bias to the activation dtype, then the GELU's
 output. Run it as a script for the block sizes per shape and the speed against cuBLAS bf16:
@@ -231,7 +234,8 @@ class FP8Linear:
     with the arguments bound in advance. A layer of a decode loop reads its input from the same buffer every
     step, and Triton's JIT launch (binding, type-checking and hashing a dozen arguments in Python on every
     call) costs more host time than these kernels take on the GPU: the H100 figures are in the sweep's
-    "launched one by one" column. Call it; it returns the same output tensor, rewritten."""
+    "launched one by one" column. Call it; it returns the same output tensor, rewritten. pdl: None, or
+    "first" and "second" for two layers in a row launched with programmatic dependent launch (_launch)."""
 
     def __init__(self, x, w8, scale, bias=None, gelu=False, blocks=None, pdl=None):
         if triton is None:

@@ -6,7 +6,10 @@ registers and feeds it to tl.dot with the 16 tokens, applying each row's scale t
 weights cross memory once, at 1 byte each: 117 MB against bf16's 235 MB, so at the copy rate the two
 layers could take half of eager's time. The up projection's bias and GELU run in its epilogue (one kernel
 instead of addmm + gelu); the down projection (K = 14336, N = 4096) splits K two ways so the grid covers
-the GPU, the last program of each tile adding the partial sums.
+the GPU, the last program of each tile adding the partial sums. On Hopper the down projection is launched
+with programmatic dependent launch: the up projection's programs let it launch at once, its programs take
+the SMs the up projection leaves room on and wait there for h, so its launch and set-up overlap the up
+projection's tail instead of following it.
 
 Prepared once: the weights quantized (one fp32 scale per output row), the hidden and output buffers,
 the kernels compiled and their arguments bound (FP8Linear: Triton's JIT binds and checks its arguments in
@@ -14,13 +17,14 @@ Python on every call, which at these sizes costs as much host time as the kernel
 call: x, read where the workload refreshes it; two kernels. The kernel is shared with chapter 16's float8
 decode step (ch16/pdl_step.py reads its weights with the same functions).
 
-Measured on the H100 in the chapter's run at e9abe53 (profiles/h100/ch13-e9abe53): 0.0655 ms a call against
-eager bf16's 0.1038, 1.60x (1.58-1.63); the same kernels in two earlier runs: 1.608x (772297c) and 1.678x
-(951f95d). Its 2 kernels take 54.6 us a call, eager's 4 take 91.5 (scripts/fp8_linear_kernels.py). The
-block-size sweep (profiles/h100/ch13-fp8-eeb9e9f/fp8_weight_only_sweep.md) puts each layer, with the
-blocks used here, at 1.57x and 1.61x cuBLAS at 16 tokens, 2.1-2.2 TB/s on the float8 bytes. At 64 tokens the same kernels reach only
-1.31-1.36x (profiles/h100/ch13-fp8-eeb9e9f): a program then reads two bytes of activations (from L2) per
-byte of weights, and Nsight Compute showed the up projection latency-bound (DRAM 44%, SM 47%:
+Measured on the H100 (profiles/h100/ch13-fp8-mlp-3206053): 0.0557 ms a call against eager bf16's 0.0949,
+1.70x (1.68-1.80). Without PDL the same kernels read 1.653x, with it 1.681x, timed one by one after the
+harness's L2 scrub (probe.md there); prefetching the first 1-4 KiB of each down-projection weight row into
+L2 before the wait made the call slower, 1.38-1.52x (profiles/h100/ch13-fp8-mlp-b2d8eea). The block-size
+sweep (profiles/h100/ch13-fp8-eeb9e9f/fp8_weight_only_sweep.md) puts each layer, with the blocks used here,
+at 1.57x and 1.61x cuBLAS at 16 tokens, 2.1-2.2 TB/s on the float8 bytes. At 64 tokens the same kernels
+reach only 1.31-1.36x (profiles/h100/ch13-fp8-eeb9e9f): a program then reads two bytes of activations (from
+L2) per byte of weights, and Nsight Compute showed the up projection latency-bound (DRAM 44%, SM 47%:
 profiles/h100/ch13-fp8-a6cbf1a/ncu_up_projection_64_tokens.txt).
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
