@@ -19,11 +19,12 @@ from typing import Callable
 # atomic_write and atomic_write_json live in common.files (a leaf); they are named here too for the callers
 # that still import them from this module.
 from common.files import atomic_write, atomic_write_json, finite  # noqa: F401
+from common.physics import SLACK
 
 SCHEMA_VERSION = 1
 REGRESSION_PCT = 5.0          # a change smaller than this is never called a regression, however tight the intervals
 BY_DESIGN = ("pitfall", "tradeoff")   # variant kinds that are slower on purpose
-CEILING_NOISE_PCT = 110.0     # a share up to this is printed (the ceilings' own noise); above it, none (physics.SLACK)
+CEILING_NOISE_PCT = 100 * SLACK   # a share up to this is printed (the ceilings' own noise); above it, none
 
 
 # ----------------------------------------------------------------------------- schema
