@@ -254,6 +254,8 @@ def verify_calls(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
     first_call_s = time.perf_counter() - started  # a lazily compiled variant compiles here
     if is_base:
         ctx.ref_a = first
+        if ctx.scrubber is not None:   # L2 left as dirty as a loop of this call leaves it (L2Scrubber)
+            ctx.scrubber.output_bytes(sum(t.numel() * t.element_size() for t in first if isinstance(t, torch.Tensor)))
         ctx.base_precision = ctx.refs.a.precision or DTYPE_PRECISION.get(first[0].dtype, "fp32")
         precision = ctx.base_precision
     verdicts = [checked(lambda: check_outputs(ctx, ctx.ref_a, first, precision, allowed, "first call"))]

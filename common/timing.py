@@ -114,22 +114,32 @@ def summarize(per_call_s: list[float], calls: int, timer: str, flush: bool, warm
 
 
 class L2Scrubber:
-    """Reads a buffer twice the size of L2 so the next call starts with a cold cache.
+    """Puts L2 in the state a memory-bound call meets in a loop of itself, before each of its samples.
 
-    Reads, not writes: a scrub that writes leaves L2 full of dirty lines, and the next call, reading its own
-    data, writes them back to memory inside its events. On the H100 that added 7-10 us to every call reading
-    117-235 MiB (a plain read of 235 MiB: 111.0 us after a writing scrub, 101.2 after a reading one;
-    profiles/h100/ch13-fp8-mlp-b2d8eea/probe.md). The reading scrub leaves clean lines, which cost nothing
-    to evict, as the other layers of a real model do between two calls of one."""
+    First it reads a buffer twice the size of L2: every line of the last call's data is evicted, and what was
+    dirty is written back here, outside the events. Then it writes as many bytes as the call's own output
+    (`output_bytes`, up to L2's size): in a loop, the previous call's output would sit in L2 unwritten, and
+    writing it back while the call reads is part of what the call costs.
+    Neither half alone is honest (profiles/h100/ch13-fp8-mlp-3206053/probe.md): a scrub that writes its whole
+    buffer (as triton.testing.do_bench's does) leaves all of L2 dirty, and a call that writes little pays the
+    write-back of ~50 MB it never wrote, +9.3 us on a 235 MiB read; a scrub that only reads lets a call that
+    writes a lot leave its last L2 of writes to the scrub, outside its events."""
 
     def __init__(self, device: torch.device):
         props = torch.cuda.get_device_properties(device)
-        l2 = getattr(props, "L2_cache_size", 0) or 64 * 2**20
-        self.buf = torch.zeros(max(2 * l2, 64 * 2**20) // 4, dtype=torch.int32, device=device)
+        self.l2 = getattr(props, "L2_cache_size", 0) or 64 * 2**20
+        self.buf = torch.zeros(max(2 * self.l2, 64 * 2**20) // 4, dtype=torch.int32, device=device)
         self.out = torch.zeros((), dtype=torch.int32, device=device)
+        self.dirty = 0
+
+    def output_bytes(self, nbytes: int):
+        """The bytes one call writes (its outputs); L2 is left holding that many dirty bytes, up to its size."""
+        self.dirty = min(int(nbytes), self.l2) // 4
 
     def __call__(self):
         torch.amax(self.buf, dim=0, out=self.out)
+        if self.dirty:
+            self.buf[:self.dirty].fill_(0)
 
 
 def _sync(device: torch.device):

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Two questions about chapter 13's fp8_linear pair, measured on a GPU with the harness's timer.
 
-1. What does the L2 scrub leave inside the timed call? The harness empties L2 before each sample of a
-   memory-bound pair. A scrub that *writes* a buffer twice L2's size leaves L2 full of dirty lines, and the
-   next call, reading its own data, writes them back to memory inside its events; the harness's scrub
-   (common.timing.L2Scrubber) *reads* the buffer and leaves clean lines. Each call below is timed after a
-   scrub that only sleeps on the GPU (the control: nothing evicted, the queue kept full so the host's launch
-   is not timed), after the writing scrub and after the harness's reading scrub. Reads of 16 and 32 MiB
-   (inside L2) check that the reading scrub empties L2: after it they must be slower than after the sleep.
+1. What L2 state should a timed call start from? The harness empties L2 before each sample of a memory-bound
+   pair. A scrub that *writes* a buffer twice L2's size leaves L2 full of dirty lines, and the next call
+   writes them back to memory inside its events; a scrub that only *reads* leaves clean lines, but then a
+   call that writes a lot leaves its last L2 of writes to the next scrub, outside its events. The harness's
+   scrub (common.timing.L2Scrubber) reads, then writes as many bytes as the call's output: the state a loop
+   of the call leaves. Each call below is timed after a scrub that only sleeps on the GPU (the control: the
+   loop of the call itself, with nothing evicted and the queue kept full so the host's launch is not timed),
+   after the writing scrub, after the reading one and after the harness's. For calls far larger than L2 the
+   harness's scrub must match the control whether the call writes little (the reads, the MLP) or a lot (the
+   copy); reads of 16 and 32 MiB (inside L2) must be slower after it than after the sleep: L2 was emptied.
 2. Programmatic dependent launch in the Triton MLP (the down projection launched while the up projection
    still runs), and the block sizes of each layer with it, under the harness's scrub.
 
@@ -22,23 +25,22 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 
 class Scrub:
-    """Before a sample: sleep on the GPU (touching no memory), write a buffer twice L2's size, or the
-    harness's own scrub (read)."""
+    """Before a sample: sleep on the GPU (touching no memory), write a buffer twice L2's size, read it
+    (the harness's scrubber with no output bytes), or the harness's scrubber as the harness sets it."""
 
-    def __init__(self, device, mode):
-        import torch
+    def __init__(self, device, mode, output_bytes=0):
         from common.timing import L2Scrubber
-        self.mode, self.read = mode, L2Scrubber(device)
-        self.buf = torch.zeros_like(self.read.buf)
+        self.mode, self.harness = mode, L2Scrubber(device)
+        self.harness.output_bytes(output_bytes if mode == "harness" else 0)
 
     def __call__(self):
         import torch
         if self.mode == "sleep":
             torch.cuda._sleep(60_000)      # about as long as a scrub (30 us at 2 GHz)
         elif self.mode == "write":
-            self.buf.fill_(1)
+            self.harness.buf.fill_(1)
         else:
-            self.read()
+            self.harness()
 
 
 def blocks_arg(text):
@@ -67,7 +69,8 @@ def main(argv=None):
     dev = torch.device("cuda")
     w = base.workload(0, dev)
     x = w.inputs["x"]
-    scrubs = {m: Scrub(dev, m) for m in ("sleep", "write", "read")}
+    modes = ("sleep", "write", "read", "harness")
+    scrubs = {m: Scrub(dev, m) for m in modes[:3]}
 
     def feed(i):                       # new activations before every sample, outside the events
         x.normal_()
@@ -94,35 +97,46 @@ def main(argv=None):
         if not err < 0.15 or not torch.isfinite(y).all():
             print(f"error: {name} does not match the baseline (relative error {err:.2e})", file=sys.stderr)
             return 1
-    reads = {}
+    reads, out_bytes = {}, {}
     for mib in (16, 32, 235):
         buf = torch.ones(mib * 2**20 // 4, dtype=torch.float32, device=dev)
         acc = torch.zeros((), dtype=torch.float32, device=dev)
         reads[f"read {mib} MiB (amax)"] = (lambda b=buf, o=acc: torch.amax(b, dim=0, out=o))
+        out_bytes[f"read {mib} MiB (amax)"] = 4
+    src = torch.ones(235 * 2**20 // 4, dtype=torch.float32, device=dev)
+    dst = torch.empty_like(src)
+    reads["copy 235 MiB (writes 235 MiB)"] = lambda: dst.copy_(src)
+    out_bytes["copy 235 MiB (writes 235 MiB)"] = dst.nbytes
+    for name, c in calls.items():
+        out_bytes[name] = c().nbytes
 
-    rows = ["| call | " + " | ".join(f"after {s} (us)" for s in scrubs) + " | write - read (us) | read - sleep (us) |",
-            "| --- | " + " ---: |" * (len(scrubs) + 2)]
+    rows = ["| call | " + " | ".join(f"after {m} (us)" for m in modes)
+            + " | write - sleep (us) | read - sleep (us) | harness - sleep (us) |",
+            "| --- | " + " ---: |" * (len(modes) + 3)]
     times = {}
     for name, c in {**reads, **calls}.items():
-        t = {s: time_call(c, dev, flush_l2=f, budget_s=a.budget, feed=feed) for s, f in scrubs.items()}
+        mine = {**scrubs, "harness": Scrub(dev, "harness", out_bytes[name])}
+        t = {m: time_call(c, dev, flush_l2=mine[m], budget_s=a.budget, feed=feed) for m in modes}
+        del mine
         times[name] = t
-        us = {s: t[s].median_ms * 1e3 for s in scrubs}
-        rows.append(f"| {name} | " + " | ".join(f"{us[s]:.1f} ±{t[s].median_ci_pct:.1f}%" for s in scrubs)
-                    + f" | {us['write'] - us['read']:+.1f} | {us['read'] - us['sleep']:+.1f} |")
+        us = {m: t[m].median_ms * 1e3 for m in modes}
+        rows.append(f"| {name} | " + " | ".join(f"{us[m]:.1f} ±{t[m].median_ci_pct:.1f}%" for m in modes)
+                    + "".join(f" | {us[m] - us['sleep']:+.1f}" for m in ("write", "read", "harness")) + " |")
         print(rows[-1], flush=True)
-    base_ms = {s: times["eager bf16 (baseline)"][s].median_ms for s in scrubs}
-    sp = ["| variant | after the write scrub | after the harness's read scrub | kernels' span per call, back to back (us) |",
-          "| --- | ---: | ---: | ---: |"]
+    base_ms = {m: times["eager bf16 (baseline)"][m].median_ms for m in modes}
+    sp = ["| variant | after sleep | after the write scrub | after the read scrub | after the harness's scrub "
+          "| kernels' span per call, back to back (us) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for name, c in calls.items():
         span, kernels = kernels_per_call(c)
-        sp.append(f"| {name} | {base_ms['write'] / times[name]['write'].median_ms:.3f}x | "
-                  f"{base_ms['read'] / times[name]['read'].median_ms:.3f}x | {span:.1f} |")
+        sp.append(f"| {name} | " + " | ".join(f"{base_ms[m] / times[name][m].median_ms:.3f}x" for m in modes)
+                  + f" | {span:.1f} |")
         print(sp[-1], flush=True)
+    harness = Scrub(dev, "harness", out_bytes["eager bf16 (baseline)"])
     for name, c in blocks.items():
-        t = time_call(c, dev, flush_l2=scrubs["read"], budget_s=a.budget, feed=feed)
-        sp.append(f"| {name} | | {base_ms['read'] / t.median_ms:.3f}x ({t.median_ms * 1e3:.1f} us) | |")
+        t = time_call(c, dev, flush_l2=harness, budget_s=a.budget, feed=feed)
+        sp.append(f"| {name} | | | | {base_ms['harness'] / t.median_ms:.3f}x ({t.median_ms * 1e3:.1f} us) | |")
         print(sp[-1], flush=True)
-    text = (f"# fp8_linear: the L2 scrub's write-back, and PDL between the two layers\n\n"
+    text = (f"# The L2 state before a timed call, and PDL between fp8_linear's two layers\n\n"
             f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}, commit "
             f"`{os.environ.get('GIT_COMMIT', 'unknown')}`. `scripts/fp8_mlp_probe.py`: each entry timed by "
             f"common.timing.time_call (one call per sample, new activations before each, the scrub outside "

@@ -351,17 +351,20 @@ def test_fp8_linear_with_pdl_lets_the_next_layer_launch_and_waits_for_the_previo
     common = {"BLOCK_N": 64, "BLOCK_M": 16, "BLOCK_K": 256, "SPLIT_K": 2, "HAS_BIAS": True, "GELU": False,
               "TMA": False, "SWAP": False}
     first = _compile_for_hopper(f._fp8_linear_kernel, sig, {**common, "LAUNCH_NEXT": True, "WAIT_PREV": False})
-    second = _compile_for_hopper(f._fp8_linear_kernel, sig, {**common, "LAUNCH_NEXT": False, "WAIT_PREV": True})
+    _, _, args, options = f._launch(torch.zeros(16, 256, dtype=torch.bfloat16),
+                                    torch.zeros(128, 256, dtype=f.E4M3), torch.ones(128), None, False,
+                                    (64, 128, 2, 4, 3, False, False), pdl="second")
+    # FP8Linear relaunches the compiled kernel, whose launcher reads launch_pdl from the compiled metadata
+    second = _compile_for_hopper(f._fp8_linear_kernel, sig, {**common, "LAUNCH_NEXT": False, "WAIT_PREV": True},
+                                 options={"launch_pdl": options.get("launch_pdl", False)})
+    assert second.metadata.launch_pdl, "the second layer's compiled kernel launches with PDL"
     p1, p2 = first.asm["ptx"], second.asm["ptx"]
     assert "griddepcontrol.launch_dependents" in p1 and "griddepcontrol.wait" not in p1
     assert "griddepcontrol.wait" in p2 and "griddepcontrol.launch_dependents" not in p2
     body = p2[p2.index(".entry"):]
     loads = [m.start() for m in re.finditer(r"(cp\.async|ld\.global)", body)]
     assert loads and body.index("griddepcontrol.wait") < min(loads), "the wait precedes every global load"
-    _, _, args, options = f._launch(torch.zeros(16, 256, dtype=torch.bfloat16),
-                                    torch.zeros(128, 256, dtype=f.E4M3), torch.ones(128), None, False,
-                                    (64, 128, 2, 4, 3, False, False), pdl="second")
-    assert options.get("launch_pdl") is True and args["WAIT_PREV"] and not args["LAUNCH_NEXT"]
+    assert args["WAIT_PREV"] and not args["LAUNCH_NEXT"]
     _, _, args, options = f._launch(torch.zeros(16, 256, dtype=torch.bfloat16),
                                     torch.zeros(128, 256, dtype=f.E4M3), torch.ones(128), None, False,
                                     (64, 128, 2, 4, 3, False, False), pdl="first")

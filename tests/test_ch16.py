@@ -291,13 +291,13 @@ def test_the_session_scripts_exit_1_when_a_step_fails_and_0_when_none_does(tmp_p
             assert "failed:" in proc.stderr
 
 
-def _compile_for_hopper(kernel, signature: dict, constexprs: dict):
+def _compile_for_hopper(kernel, signature: dict, constexprs: dict, options: dict | None = None):
     """Compile a Triton kernel for sm_90 here, without a GPU (the front end, where type errors surface)."""
     triton = pytest.importorskip("triton")
     from triton.backends.compiler import GPUTarget
     sig = {**signature, **{name: "constexpr" for name in constexprs}}
     return triton.compile(triton.compiler.ASTSource(fn=kernel, signature=sig, constexprs=constexprs),
-                          target=GPUTarget("cuda", 90, 32))
+                          target=GPUTarget("cuda", 90, 32), options=options)
 
 
 PAGED_SIGNATURE = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "table_ptr": "*i32", "len_ptr": "*i32",
