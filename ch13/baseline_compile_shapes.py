@@ -1,15 +1,18 @@
 """Two transformer blocks' forward over a stream of requests of 8 different lengths, eager.
 
-Workload (GPU): 2 blocks of ch13/block.py at d=1024 (16 heads, MLP 4096), bf16; one call serves 8 batches
-of 8 sequences, of lengths 100, 180, ..., 660 tokens (causal attention). On a CPU and --quick: the tiny
-block, lengths 5, 9, 13, 17.
+Workload (GPU): 2 blocks of ch13/block.py at d=1024 (16 heads, MLP 4096), bf16; one call serves 8 requests,
+one sequence each (a prefill as requests arrive), of lengths 100, 180, ..., 660 tokens (causal attention).
+On a CPU and --quick: the tiny block, lengths 5, 9, 13, 17.
 
-Prepared once: the weights. Per call: the 8 input batches x0..x7.
+Prepared once: the weights. Per call: the 8 inputs x0..x7.
 
-Bound: launch, for the short lengths: each forward is ~25 kernels per block, and at 100 x 8 tokens each
-matmul is a few microseconds. Napkin math: 2 x 12.6 M parameters x 2 FLOPs x 8 x 3040 tokens ≈ 1.2 TFLOP
-≈ 1.9 ms at ~650 TFLOP/s, against 8 x 2 x 25 = 400 launches of ~5 us of host time each ≈ 2 ms.
-The variants replay CUDA graphs: what they cost in memory is the point (peak_memory_mb per variant).
+Bound: launch. Each forward is ~25 kernels per block, and at 100-660 tokens each matmul is a few
+microseconds. Napkin math: 2 x 12.6 M parameters x 2 FLOPs x 3040 tokens ≈ 0.15 TFLOP ≈ 0.24 ms at
+~650 TFLOP/s (more at these small shapes, which do not fill the GPU), against 8 x 2 x 25 = 400 launches
+of ~5 us of host time each ≈ 2 ms: the GPU waits on the host. (At 8 sequences per request the GPU's work
+is 8x larger and about the host's: the chapter's run at d19f8c2 measured the graphs at 0.994x there,
+profiles/h100/ch13-d19f8c2.) The variants replay CUDA graphs, one per length or one per bucket of lengths;
+what they cost in memory is ch13/graph_memory.py's measurement.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import dataclasses
@@ -20,7 +23,7 @@ from ch13.block import SIZES, BlockConfig, build_blocks, step_dtype
 from common import Workload
 
 BOUND = "launch"
-GPU_CFG = BlockConfig(dim=1024, heads=16, mlp=4096, batch=8, seq=0, layers=2)
+GPU_CFG = BlockConfig(dim=1024, heads=16, mlp=4096, batch=1, seq=0, layers=2)
 
 
 def lengths(device, quick: bool):
