@@ -24,8 +24,8 @@ place the repository defines the format:
   a call stays one launch. Without the split the grid is a fraction of the 132 SMs.
   Up to 64 tokens the weights are read once a call; more tokens are tiled by 64, each tile reading them.
 - `FP8Linear(..., pdl="first" | "second")`: two layers in a row with programmatic dependent launch (Hopper):
-  the second launches while the first runs and waits on the GPU for its output, so the gap between the
-  kernels and the first one's tail overlap (ch13/optimized_fp8_linear_triton.py, with the figures).
+  the second launches while the first runs and waits on the GPU for its output, so its launch and set-up
+  overlap the first one's tail (ch13/optimized_fp8_linear_triton.py, with the figures).
 
 Where eager rounds, this rounds: the product with its bias to the activation dtype, then the GELU's
 output. Run it as a script for the block sizes per shape and the speed against cuBLAS bf16:
@@ -208,12 +208,12 @@ def _launch(x, w8, scale, bias, gelu, blocks, pdl=None):
             raise RuntimeError("TMA blocks need triton.tools.tensor_descriptor (Triton >= 3.4)")
         x_desc = TensorDescriptor.from_tensor(x, [block_m, block_k])    # rows past M: zeros
         w_desc = TensorDescriptor.from_tensor(w8, [block_n, block_k])
-    return out, grid, dict(x_ptr=x, w_ptr=w8, scale_ptr=scale, bias_ptr=b, out_ptr=out, part_ptr=part,
-                           count_ptr=counts, M=M, N=N, K=K, K_PER_SPLIT=K // split, x_desc=x_desc, w_desc=w_desc,
-                           BLOCK_N=block_n, BLOCK_M=block_m, BLOCK_K=block_k, SPLIT_K=split,
-                           HAS_BIAS=bias is not None, GELU=gelu, TMA=bool(tma),
-                           SWAP=bool(swap), LAUNCH_NEXT=pdl == "first", WAIT_PREV=pdl == "second"), \
-        dict(num_warps=warps, num_stages=stages, **({"launch_pdl": True} if pdl == "second" else {}))
+    return (out, grid, dict(x_ptr=x, w_ptr=w8, scale_ptr=scale, bias_ptr=b, out_ptr=out, part_ptr=part,
+                            count_ptr=counts, M=M, N=N, K=K, K_PER_SPLIT=K // split, x_desc=x_desc, w_desc=w_desc,
+                            BLOCK_N=block_n, BLOCK_M=block_m, BLOCK_K=block_k, SPLIT_K=split,
+                            HAS_BIAS=bias is not None, GELU=gelu, TMA=bool(tma),
+                            SWAP=bool(swap), LAUNCH_NEXT=pdl == "first", WAIT_PREV=pdl == "second"),
+            dict(num_warps=warps, num_stages=stages, **({"launch_pdl": True} if pdl == "second" else {})))
 
 
 def fp8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,

@@ -8,9 +8,9 @@ bundled H100 configurations (gemlite/configs/h100.json) and autotunes shapes it 
 no bf16-activation float8 entry at these shapes: ch13/autotune_sweep.py timed its first call, the tuning,
 at 9.7 s); that happens in prepare() (prepare_s).
 
-Measured on the H100 at 16 tokens (profiles/h100/ch13-e9abe53): 0.413 ms a call against eager bf16's 0.1038 (0.254x).
-Its kernels are not the problem: 56.6 us a call in 6 kernels (scripts/fp8_linear_kernels.py, kernels.log
-there), the two split-K GEMMs 48.5 us together against eager's 86.9 us. The other ~350 us are not GPU work
+Measured on the H100 at 16 tokens (profiles/h100/ch13-07ac287): 0.492 ms a call against eager bf16's 0.1121 (0.227x).
+Its kernels are not the problem: 57.6 us a call in 6 kernels (scripts/fp8_linear_kernels.py, kernels.log
+there), the two split-K GEMMs 49.5 us together against eager's 85.8 us. The other ~430 us are not GPU work
 but the host's: GemLite's layer prepares and launches its Triton kernel from Python on every call (its CPU
 side was not profiled here). At 64 tokens it was 0.287x (profiles/h100/ch13-fp8-a6cbf1a). The same design
 launched with its arguments bound once is ch13/optimized_fp8_linear_triton.py (0.0655 ms). KIND = "pitfall".

@@ -17,10 +17,12 @@ Python on every call, which at these sizes costs as much host time as the kernel
 call: x, read where the workload refreshes it; two kernels. The kernel is shared with chapter 16's float8
 decode step (ch16/pdl_step.py reads its weights with the same functions).
 
-Measured on the H100 (profiles/h100/ch13-fp8-mlp-3206053): 0.0557 ms a call against eager bf16's 0.0949,
-1.70x (1.68-1.80). Without PDL the same kernels read 1.653x, with it 1.681x, timed one by one after the
-harness's L2 scrub (probe.md there); prefetching the first 1-4 KiB of each down-projection weight row into
-L2 before the wait made the call slower, 1.38-1.52x (profiles/h100/ch13-fp8-mlp-b2d8eea). The block-size
+Measured on the H100 in the chapter's run (profiles/h100/ch13-07ac287): 0.0630 ms a call against eager
+bf16's 0.1121, 1.795x (1.786-1.804); 1.70x, 1.76x and 1.82x in the three runs before it (the float8 call at
+55.7-55.8 us in those, eager's time the one that moves: ch13/README.md). With PDL the call took 57.1 us
+against 58.2 without, timed one by one after the harness's L2 scrub (profiles/h100/ch13-d19f8c2/probe.md);
+having the down projection's early programs prefetch the first 1-4 KiB of each weight row into L2 before
+the wait made the call slower, 1.38-1.54x eager (profiles/h100/ch13-fp8-mlp-b2d8eea). The block-size
 sweep (profiles/h100/ch13-fp8-eeb9e9f/fp8_weight_only_sweep.md) puts each layer, with the blocks used here,
 at 1.57x and 1.61x cuBLAS at 16 tokens, 2.1-2.2 TB/s on the float8 bytes. At 64 tokens the same kernels
 reach only 1.31-1.36x (profiles/h100/ch13-fp8-eeb9e9f): a program then reads two bytes of activations (from

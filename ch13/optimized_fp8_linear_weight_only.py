@@ -6,9 +6,9 @@ per weight) and then fed to the same bf16 GEMM, which reads the 2-byte copy agai
 1 + 2 + 2 = 5 bytes per weight against eager's 2: ~2.5x the memory traffic in a memory-bound layer.
 The profiler shows it: a dequantize (element-wise, or a copy kernel) before each GEMM (run with
 `benchmark.py --pair ch13/fp8_linear --profile torch`). Weight-only float8 saves memory capacity,
-not time. Measured on the H100 at 16 tokens (profiles/h100/ch13-e9abe53): 1.112 ms a call against eager's 0.1038
-(0.0933x); of its 1113.8 us of kernels a call, 1005.6 us are the three bf16 rewrite passes (an element-wise
-kernel, a copy and a bf16 cast, each twice: scripts/fp8_linear_kernels.py) and 97.8 us the two bf16 GEMMs.
+not time. Measured on the H100 at 16 tokens (profiles/h100/ch13-07ac287): 1.115 ms a call against eager's 0.1121
+(0.097x); of its 1114.9 us of kernels a call, 1006.2 us are the three bf16 rewrite passes (an element-wise
+kernel, a copy and a bf16 cast, each twice: scripts/fp8_linear_kernels.py) and 98.4 us the two bf16 GEMMs.
 KIND = "pitfall": reported with its slowdown.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702

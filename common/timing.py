@@ -120,10 +120,11 @@ class L2Scrubber:
     dirty is written back here, outside the events. Then it writes as many bytes as the call's own output
     (`output_bytes`, up to L2's size): in a loop, the previous call's output would sit in L2 unwritten, and
     writing it back while the call reads is part of what the call costs.
-    Neither half alone is honest (profiles/h100/ch13-fp8-mlp-3206053/probe.md): a scrub that writes its whole
-    buffer (as triton.testing.do_bench's does) leaves all of L2 dirty, and a call that writes little pays the
-    write-back of ~50 MB it never wrote, +9.3 us on a 235 MiB read; a scrub that only reads lets a call that
-    writes a lot leave its last L2 of writes to the scrub, outside its events."""
+    Neither half alone is honest. On the H100 (profiles/h100/ch13-d19f8c2/probe.md, against a loop of the
+    call with no scrub): a scrub that writes its whole buffer (as triton.testing.do_bench's does) leaves all
+    of L2 dirty, and a call that writes little pays the write-back of ~50 MB it never wrote, +9.2 us on a
+    235 MiB read; a scrub that only reads lets a call that writes a lot leave its last L2 of writes to the
+    scrub, outside its events, -5.0 us on a 235 MiB copy. This one: +0.6 and +1.0 us."""
 
     def __init__(self, device: torch.device):
         props = torch.cuda.get_device_properties(device)
