@@ -1,9 +1,9 @@
-"""Pad each batch to a bucket of 256 tokens, so 8 lengths need 3 graphs (256, 512, 768), not 8.
+"""Pad each request to a bucket of 256 tokens, so 8 lengths need 3 graphs (256, 512, 768), not 8.
 
 Padding goes at the end of each sequence; attention is causal, so the real positions never see the
-padding and their outputs are exactly those of the unpadded batch (sliced back before returning). The
-price is the padded FLOPs: 3040 real tokens per sequence become 4096 computed (35% more), and a copy of
-each batch into a preallocated bucket buffer, every call. What it buys is a bounded number of graphs.
+padding and their outputs are exactly those of the unpadded input (sliced back before returning). The
+price is the padded FLOPs: a call's 3040 real tokens become 4096 computed (35% more), and a copy of
+each input into a preallocated bucket buffer, every call. What it buys is a bounded number of graphs.
 
 What it does not buy, at these 8 lengths, is memory. ch13/graph_memory.py on the H100
 (profiles/h100/ch13-07ac287/graph_memory): torch.compile's CUDA graph trees record every length's graph

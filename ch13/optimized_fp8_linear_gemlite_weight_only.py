@@ -13,7 +13,7 @@ Its kernels are not the problem: 57.6 us a call in 6 kernels (scripts/fp8_linear
 there), the two split-K GEMMs 49.5 us together against eager's 85.8 us. The other ~430 us are not GPU work
 but the host's: GemLite's layer prepares and launches its Triton kernel from Python on every call (its CPU
 side was not profiled here). At 64 tokens it was 0.287x (profiles/h100/ch13-fp8-a6cbf1a). The same design
-launched with its arguments bound once is ch13/optimized_fp8_linear_triton.py (0.0655 ms). KIND = "pitfall".
+launched with its arguments bound once is ch13/optimized_fp8_linear_triton.py (0.0630 ms in the same run). KIND = "pitfall".
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch

@@ -19,7 +19,7 @@ decode step (ch16/pdl_step.py reads its weights with the same functions).
 
 Measured on the H100 in the chapter's run (profiles/h100/ch13-07ac287): 0.0630 ms a call against eager
 bf16's 0.1121, 1.795x (1.786-1.804); 1.70x, 1.76x and 1.82x in the three runs before it (the float8 call at
-55.7-55.8 us in those, eager's time the one that moves: ch13/README.md). With PDL the call took 57.1 us
+55.7-55.8 us in those; both medians move from run to run, the paired speedup less: ch13/README.md). With PDL the call took 57.1 us
 against 58.2 without, timed one by one after the harness's L2 scrub (profiles/h100/ch13-d19f8c2/probe.md);
 having the down projection's early programs prefetch the first 1-4 KiB of each weight row into L2 before
 the wait made the call slower, 1.38-1.54x eager (profiles/h100/ch13-fp8-mlp-b2d8eea). The block-size

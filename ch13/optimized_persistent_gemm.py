@@ -14,7 +14,7 @@ not what makes it fast: without the split (ch13/optimized_persistent_gemm_plain.
 grid is no faster than one program per tile.
 
 Measured on the H100 (profiles/h100/ch13-persistent-92f1ef6/pair): 0.07237 ms a call against 0.1018,
-1.429x (1.418-1.439); 1.415x in the chapter's run at e9abe53. Not the one-wave time (0.0521 ms at 132
+1.429x (1.418-1.439); 1.404x (1.397-1.411) in the chapter's run at 07ac287 (profiles/h100/ch13-07ac287). Not the one-wave time (0.0521 ms at 132
 tiles): the split tiles add their sums through L2, and the kernel with the split compiled in holds one
 more accumulator tile of shared memory. Where the split pays and where it does not, from the sweep
 (profiles/h100/ch13-persistent-92f1ef6/persistent_sweep.md): at K = 8192 it wins where the last wave is

@@ -23,6 +23,11 @@ optional, in the baseline
                                computed on the CPU in one process from every
                                rank's seeded inputs; the baseline is checked
                                against it before any variant is verified
+    stages(w) -> (chunks, {name: call})
+                               for a pipeline (copy in, compute, copy out): the
+                               chunk count and each stage of one chunk, timed
+                               alone to place each variant between serial and
+                               ideal overlap (common.overlap)
 
 optimized_<name>*.py defines
     prepare(w) -> callable   same signature, same output, faster
@@ -51,6 +56,11 @@ optional, in a variant
                              slowdown, never as a failure or a win; the
                              docstring says why.
 
+At load (`check_contract`, so `--list` reports it in one line): the required names, the values of BOUND,
+COMPARE, PRECISION and KIND, that the functions are callable, that a name the harness reads from one
+side (BASELINE_NAMES, VARIANT_NAMES) is not defined on the other, where it would be ignored, and that no
+upper-case name is a near miss of a contract constant (PRECISON, Compare), which would be ignored too.
+
 What the harness checks (common.run): the callable prepare() returns is the one
 verified and the one timed. It is verified on its first call and a later one;
 then every per-call input (every tensor input not named in Workload.once) is
@@ -66,6 +76,7 @@ so running either one prints the comparison through the harness.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import importlib.util
 import sys
@@ -76,6 +87,11 @@ BOUNDS = ("launch", "transfer", "memory", "compute", "link")
 PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
 KINDS = ("optimized", "pitfall", "tradeoff")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send_recv")
+COMPARES = ("outputs", "logits_margin")   # COMPARE: element by element (the default), or common.decode_check
+# Every name the harness reads from a pair file, by the side it reads it from (the docstring above says what
+# each is); a name of one side defined on the other is ignored, so check_contract refuses it.
+BASELINE_NAMES = ("BOUND", "workload", "prepare", "DEVICES", "NPROC", "COMPARE", "reference", "stages", "REQUIRES")
+VARIANT_NAMES = ("prepare", "PRECISION", "bytes_moved", "DEVICES", "REQUIRES", "KIND")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -104,7 +120,13 @@ class Workload:
     collective   for "link": which collective, so that bus bandwidth follows
                  nccl-tests' definition; message_bytes is its per-rank size
     items        domain units per call (samples, tokens, launches), optional
+    item_name    what an item is ("tokens", "samples"): the report's per-item rates name it
     launches     kernel launches the baseline issues per call, optional
+    precision    the arithmetic's precision where the output dtype does not say it ("tf32")
+    note         one line the report prints beside the pair (a caveat of the workload)
+    derived      {name: f(inputs) -> tensor} for a per-call input that holds another input's values in
+                 another layout (the same particles stored as structs and as fields): the harness feeds
+                 the others new values, then writes f(inputs) into it, so every layout holds one value set
     """
 
     inputs: dict[str, Any]
@@ -121,10 +143,6 @@ class Workload:
     collective: str = ""
     message_bytes: float = 0.0
     derived: dict = dataclasses.field(default_factory=dict)
-
-    # derived      {name: f(inputs) -> tensor} for a per-call input that holds another input's values in
-    #              another layout (the same particles stored as structs and as fields): the harness feeds
-    #              the others new values, then writes f(inputs) into it, so every layout holds one value set
 
     def per_call(self) -> list[str]:
         """Names of the tensor inputs a real loop feeds anew each step (and the declared state)."""
@@ -218,6 +236,25 @@ def load_module(path: Path):
         return importlib.import_module(modname)
 
 
+def _check_names(v: Variant, mine: tuple[str, ...], theirs: tuple[str, ...], side: str) -> None:
+    """No name the harness reads only from the other side, no callable that is not one, no near miss."""
+    defined = {k: o for k, o in vars(v.module).items()   # a function imported from elsewhere is not this file's
+               if not (callable(o) and getattr(o, "__module__", v.module.__name__) != v.module.__name__)}
+    for name in theirs:
+        if name in defined and name not in mine:
+            raise ContractError(f"{v.path.name} defines {name}, which the harness reads from the {side} only")
+    for name in mine:
+        if name in defined and name[0].islower() and not callable(defined[name]):
+            raise ContractError(f"{v.path.name}: {name} must be a function")
+    constants = [n for n in BASELINE_NAMES + VARIANT_NAMES if n.isupper()]
+    for name in defined:
+        if name in constants or name.startswith("_") or not name.replace("_", "").isalpha():
+            continue
+        near = difflib.get_close_matches(name.upper(), constants, n=1, cutoff=0.8)
+        if near and (name.isupper() or name.upper() == near[0]):
+            raise ContractError(f"{v.path.name} defines {name}, which the harness does not read: {near[0]}?")
+
+
 def check_contract(pair: Pair) -> None:
     base = pair.baseline.module
     for attr in ("BOUND", "workload", "prepare"):
@@ -225,11 +262,17 @@ def check_contract(pair: Pair) -> None:
             raise ContractError(f"{pair.baseline.path.name} must define {attr}")
     if base.BOUND not in BOUNDS:
         raise ContractError(f"{pair.baseline.path.name}: BOUND={base.BOUND!r}, expected one of {BOUNDS}")
+    compare = getattr(base, "COMPARE", "outputs")
+    if compare not in COMPARES:
+        raise ContractError(f"{pair.baseline.path.name}: COMPARE={compare!r}, expected one of {COMPARES}")
+    variant_only = tuple(n for n in VARIANT_NAMES if n not in BASELINE_NAMES)
+    _check_names(pair.baseline, BASELINE_NAMES, variant_only, "optimized files")
     if not pair.variants:
         raise ContractError(f"{pair.key}: no optimized_{pair.name}*.py beside the baseline")
     for v in pair.variants:
         if not hasattr(v.module, "prepare"):
             raise ContractError(f"{v.path.name} must define prepare(workload)")
+        _check_names(v, VARIANT_NAMES, tuple(n for n in BASELINE_NAMES if n not in VARIANT_NAMES), "baseline")
         if v.precision is not None and v.precision not in PRECISIONS:
             raise ContractError(f"{v.path.name}: PRECISION={v.precision!r}, expected one of {PRECISIONS}")
         if v.kind not in KINDS:

@@ -54,12 +54,12 @@ from common.launch import ROUNDS_OVER
 from common.integrity import Snapshot
 from common.numerics import FlagChanged, check_flags, numerics, wanted_flags
 from common.overlap import placement, stage_times
-from common.pair import Pair, Variant, check_workload, pair_record, variant_record
+from common.pair import COMPARES, Pair, Variant, check_workload, pair_record, variant_record
 from common.physics import achieved, cache_bytes, suspect_reason
 from common.profiling.capture import count_launches, profile_calls
 from common.report import speedup_interval
 from common.timing import (Between, L2Scrubber, Timed, back_to_back, back_to_back_calls, finish, gpu_state,
-                           modes_of_its_own, paired_speedup, time_rounds, two_modes)
+                           modes_of_its_own, paired_speedup, returned_bytes, time_rounds, two_modes)
 from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, as_tensors, check_inputs_random, looser, responds_to_inputs,
                            snapshot_as_caller, verify_outputs)
 
@@ -207,6 +207,7 @@ def call(fn, own: OwnInputs, which: str, what: str, flags: dict, apart=contextli
 
 
 COMPARATORS = {"outputs": verify_outputs, "logits_margin": compare_logits_margin}
+assert set(COMPARATORS) == set(COMPARES), "common.pair.COMPARES names what run.py can compare"
 
 
 def check_outputs(ctx: Context, ref, out, precision: str, allowed, what: str):
@@ -255,7 +256,7 @@ def verify_calls(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
     if is_base:
         ctx.ref_a = first
         if ctx.scrubber is not None:   # L2 left as dirty as a loop of this call leaves it (L2Scrubber)
-            ctx.scrubber.output_bytes(sum(t.numel() * t.element_size() for t in first if isinstance(t, torch.Tensor)))
+            ctx.scrubber.output_bytes(returned_bytes(first))
         ctx.base_precision = ctx.refs.a.precision or DTYPE_PRECISION.get(first[0].dtype, "fp32")
         precision = ctx.base_precision
     verdicts = [checked(lambda: check_outputs(ctx, ctx.ref_a, first, precision, allowed, "first call"))]

@@ -117,9 +117,11 @@ class L2Scrubber:
     """Puts L2 in the state a memory-bound call meets in a loop of itself, before each of its samples.
 
     First it reads a buffer twice the size of L2: every line of the last call's data is evicted, and what was
-    dirty is written back here, outside the events. Then it writes as many bytes as the call's own output
-    (`output_bytes`, up to L2's size): in a loop, the previous call's output would sit in L2 unwritten, and
-    writing it back while the call reads is part of what the call costs.
+    dirty is written back here, outside the events. Then it writes as many bytes as the call returns
+    (`output_bytes`, up to L2's size; the harness gives the baseline's output, which every variant must
+    match): in a loop, the previous call's output would sit in L2 unwritten, and writing it back while the
+    call reads is part of what the call costs. Writes a call makes besides its output (intermediates) are
+    not counted: their last L2 of write-back, at most, goes unpaid.
     Neither half alone is honest. On the H100 (profiles/h100/ch13-d19f8c2/probe.md, against a loop of the
     call with no scrub): a scrub that writes its whole buffer (as triton.testing.do_bench's does) leaves all
     of L2 dirty, and a call that writes little pays the write-back of ~50 MB it never wrote, +9.2 us on a
@@ -134,8 +136,15 @@ class L2Scrubber:
         self.dirty = 0
 
     def output_bytes(self, nbytes: int):
-        """The bytes one call writes (its outputs); L2 is left holding that many dirty bytes, up to its size."""
+        """The bytes one call returns; L2 is left holding that many dirty bytes, up to its size."""
         self.dirty = min(int(nbytes), self.l2) // 4
+
+
+def returned_bytes(out: Any) -> int:
+    """Bytes of the tensors a call returned (a tensor, or a tuple or list of them; anything else counts 0)."""
+    if isinstance(out, torch.Tensor):
+        return out.numel() * out.element_size()
+    return sum(returned_bytes(o) for o in out) if isinstance(out, (tuple, list)) else 0
 
     def __call__(self):
         torch.amax(self.buf, dim=0, out=self.out)
@@ -569,6 +578,8 @@ def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool | C
     """
     device = torch.device(device)
     flush = scrubber(device, flush_l2)
+    if flush_l2 is True and flush is not None:   # made here: it leaves L2 as dirty as fn's output (L2Scrubber)
+        flush.output_bytes(returned_bytes(fn()))
     t = Timed(fn, Between(feed, flush))
     time_rounds([t], device, budget_s=budget_s, agree=agree, compute_bound=compute_bound)
     if t.error is not None:

@@ -33,6 +33,7 @@ run_part() {
         --profile torch --output "$work/ch13_pairs" 2>&1 | tee "$work/logs/benchmark_ch13_pairs.log" | grep -v '^      '
       [ -f "$work/ch13_pairs/results.json" ] && $py common/verdict.py "$work/ch13_pairs/results.json" > "$work/ch13_pairs/verdicts.md"
       $py ch13/alignment_sweep.py --out "$work/alignment_sweep" 2>&1 | tee "$work/logs/alignment_sweep.log" | tail -3
+      $py scripts/fp8_mlp_probe.py "$work/fp8_mlp_probe.md" 2>&1 | tee "$work/logs/fp8_mlp_probe.log" | tail -20
       cp profiles/peaks/cuda-*.json "$work/" 2>/dev/null ;;
     triton)  # the hand-written Triton GEMMs: persistence, autotuning (and the per-shape sweep)
       $py benchmark.py --pair persistent_gemm --pair autotune_gemm --profile torch --output "$work/ch13_triton" \

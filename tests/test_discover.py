@@ -84,6 +84,27 @@ def test_the_contract_is_checked(tmp_path):
         load_pair(8, "bad2", ch / "baseline_bad2.py", [ch / "optimized_bad.py"])
 
 
+@pytest.mark.parametrize("baseline_extra, variant_text, message", [
+    ("COMPARE = 'logit_margin'\n", "def prepare(w): pass\n", r"COMPARE='logit_margin', expected one of"),
+    ("", "PRECISON = 'bf16'\ndef prepare(w): pass\n", r"defines PRECISON, which the harness does not read: PRECISION\?"),
+    ("Compare = 'outputs'\n", "def prepare(w): pass\n", r"defines Compare, which the harness does not read: COMPARE\?"),
+    ("", "COMPARE = 'outputs'\ndef prepare(w): pass\n", r"defines COMPARE, which the harness reads from the baseline only"),
+    ("KIND = 'pitfall'\n", "def prepare(w): pass\n", r"defines KIND, which the harness reads from the optimized files only"),
+    ("stages = 4\n", "def prepare(w): pass\n", r"stages must be a function"),
+])
+def test_a_misspelt_or_misplaced_contract_name_is_one_line_at_load(tmp_path, baseline_extra, variant_text, message):
+    """Names the harness would silently ignore (or trip over in the child process) are refused at load."""
+    ch = tmp_path / "ch8"
+    ch.mkdir()
+    name = "p_" + "".join(c if c.isalnum() else "_" for c in tmp_path.name)   # one module name per case
+    (ch / f"baseline_{name}.py").write_text("BOUND = 'memory'\ndef workload(seed, device, quick): pass\n"
+                                            "def prepare(w): pass\n" + baseline_extra)
+    (ch / f"optimized_{name}.py").write_text(variant_text)
+    with pytest.raises(ContractError, match=message) as e:
+        load_pair(8, name, ch / f"baseline_{name}.py", [ch / f"optimized_{name}.py"])
+    assert "\n" not in str(e.value)
+
+
 def test_fixture_pairs_load():
     pair = load_pair(90, "scale", FIXTURES / "ch90" / "baseline_scale.py",
                      sorted((FIXTURES / "ch90").glob("optimized_scale*.py")))
