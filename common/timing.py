@@ -139,17 +139,17 @@ class L2Scrubber:
         """The bytes one call returns; L2 is left holding that many dirty bytes, up to its size."""
         self.dirty = min(int(nbytes), self.l2) // 4
 
+    def __call__(self):
+        torch.amax(self.buf, dim=0, out=self.out)
+        if self.dirty:
+            self.buf[:self.dirty].fill_(0)
+
 
 def returned_bytes(out: Any) -> int:
     """Bytes of the tensors a call returned (a tensor, or a tuple or list of them; anything else counts 0)."""
     if isinstance(out, torch.Tensor):
         return out.numel() * out.element_size()
     return sum(returned_bytes(o) for o in out) if isinstance(out, (tuple, list)) else 0
-
-    def __call__(self):
-        torch.amax(self.buf, dim=0, out=self.out)
-        if self.dirty:
-            self.buf[:self.dirty].fill_(0)
 
 
 def _sync(device: torch.device):

@@ -57,3 +57,21 @@ def test_a_call_that_memoizes_gains_nothing_when_fed_new_values():
     fresh = time_call(memo, torch.device("cpu"), budget_s=0.3, feed=feed)
     assert repeated.median_ms < 0.5 and not repeated.fed_new_values
     assert fresh.median_ms > 1.8 and fresh.fed_new_values and fresh.calls_per_sample == 1
+
+
+def test_the_l2_scrubber_reads_its_buffer_then_writes_as_many_bytes_as_the_call_returns(monkeypatch):
+    """On a GPU the scrub reads 2x L2, then leaves min(output, L2) bytes written (dirty). Here on the CPU with a
+    pretend 1 MiB L2: the written part is exactly the output's size, capped at L2, and the rest untouched."""
+    import types
+    import torch
+    from common.timing import L2Scrubber, returned_bytes
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(L2_cache_size=1 << 20))
+    s = L2Scrubber(torch.device("cpu"))
+    assert s.buf.numel() * 4 >= 2 << 20
+    out = (torch.ones(1000, dtype=torch.bfloat16), [torch.ones(3, 10)])
+    for returned, written in ((out, returned_bytes(out)), (torch.ones(1 << 20), 1 << 20), (None, 0)):
+        s.buf.fill_(7)
+        s.output_bytes(returned_bytes(returned))
+        s()
+        assert int((s.buf != 7).sum()) * 4 == written, (written, int((s.buf != 7).sum()))
+    assert returned_bytes(out) == 1000 * 2 + 30 * 4
