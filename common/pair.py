@@ -265,14 +265,13 @@ def check_contract(pair: Pair) -> None:
     compare = getattr(base, "COMPARE", "outputs")
     if compare not in COMPARES:
         raise ContractError(f"{pair.baseline.path.name}: COMPARE={compare!r}, expected one of {COMPARES}")
-    variant_only = tuple(n for n in VARIANT_NAMES if n not in BASELINE_NAMES)
-    _check_names(pair.baseline, BASELINE_NAMES, variant_only, "optimized files")
+    _check_names(pair.baseline, BASELINE_NAMES, VARIANT_NAMES, "optimized files")
     if not pair.variants:
         raise ContractError(f"{pair.key}: no optimized_{pair.name}*.py beside the baseline")
     for v in pair.variants:
         if not hasattr(v.module, "prepare"):
             raise ContractError(f"{v.path.name} must define prepare(workload)")
-        _check_names(v, VARIANT_NAMES, tuple(n for n in BASELINE_NAMES if n not in VARIANT_NAMES), "baseline")
+        _check_names(v, VARIANT_NAMES, BASELINE_NAMES, "baseline")
         if v.precision is not None and v.precision not in PRECISIONS:
             raise ContractError(f"{v.path.name}: PRECISION={v.precision!r}, expected one of {PRECISIONS}")
         if v.kind not in KINDS:
