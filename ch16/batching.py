@@ -32,6 +32,7 @@ import torch
 
 from ch16.decode import capture_graph, served_model
 from ch16.model import KVCache, Transformer, random_tokens
+from ch16 import paged
 from ch16.paged import ContiguousKV, varlen_decode_step
 
 
@@ -68,7 +69,8 @@ class Engine:
     """`slots` sequences with contiguous KV of max_len each; decode runs over every slot (static shape).
 
     On a GPU both steps are CUDA graphs, replayed: the decode step over all slots, and a prefill chunk
-    padded to `chunk` tokens. Eager, a 128-token chunk of the ~1B model is hundreds of small launches, paid
+    padded to `chunk` tokens. The decode step's attention is paged.py's split-KV kernel over the slots'
+    slabs in place, each slot reading only its own keys (with Triton; else masked over whole slabs). Eager, a 128-token chunk of the ~1B model is hundreds of small launches, paid
     in host time: a 32-request burst's 65 chunks took 1.48 s of a 3.8 s static call on the H100 (1.92 s of
     3.2 s continuous), the same chunks under either scheduler. The chunk graph reads its request's cache
     from a one-slot scratch slab: the positions before the chunk are copied in, the chunk's K and V copied
@@ -88,9 +90,15 @@ class Engine:
         self.chunk_pos = torch.full((chunk,), max_len - 1, dtype=torch.long, device=dev)
         self.offsets = torch.arange(chunk, device=dev)
 
+        kernel = dev.type == "cuda" and paged.triton is not None
+
         def decode():
-            return varlen_decode_step(model, self.tokens, self.pos, self.kv.write,
-                                      lambda i, q, p: self.kv.attend(i, q, p, max_len))
+            if kernel:  # each slot reads its own keys only; an idle slot (at the scratch position) reads one
+                lengths = torch.where(self.pos == max_len - 1, 1, self.pos + 1)
+                attend = lambda i, q, p: paged.attend_contiguous(q, self.kv.k[i], self.kv.v[i], lengths)  # noqa: E731
+            else:       # masked over every slot's whole slab
+                attend = lambda i, q, p: self.kv.attend(i, q, p, max_len)  # noqa: E731
+            return varlen_decode_step(model, self.tokens, self.pos, self.kv.write, attend)
 
         def prefill():
             return model(self.chunk_tokens, self.chunk_pos, self.scratch)[0]           # (chunk, vocab)
@@ -226,8 +234,10 @@ def settings(device, quick: bool) -> dict:
                 max_prompt=48, max_out=40, rates=[20, 80, 320])
 
 
-def sweep(device, quick: bool, rates=None, seed: int = 0) -> list[dict]:
+def sweep(device, quick: bool, rates=None, seed: int = 0, n: int | None = None, on_row=None) -> list[dict]:
+    """Both policies at each offered load; on_row(rows) after each load (the caller writes what it has)."""
     s = settings(device, quick)
+    s["n"] = n or s["n"]
     assert s["max_prompt"] + s["max_out"] < s["max_len"] - 1
     model = served_model(device, quick)
     engine = Engine(model, s["slots"], s["max_len"], s["chunk"])
@@ -249,6 +259,8 @@ def sweep(device, quick: bool, rates=None, seed: int = 0) -> list[dict]:
               f"p99 {st['p99_latency_s']:.3f} s | continuous {co['throughput_tok_s']:8.1f} tok/s "
               f"p50 {co['p50_latency_s']:.3f} s p99 {co['p99_latency_s']:.3f} s | {row['throughput_ratio']:.2f}x, "
               f"identical tokens {row['requests_with_identical_tokens']:.0%}", flush=True)
+        if on_row:
+            on_row(rows)
     return rows
 
 
@@ -280,17 +292,26 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rates", type=float, nargs="+")
-    ap.add_argument("--out", type=pathlib.Path)
+    ap.add_argument("--rates", type=float, nargs="+", help="offered loads, requests/s (default: the device's list)")
+    ap.add_argument("--requests", type=int, help="requests in the trace (default 200 on a GPU: the p99 is the "
+                    "third-slowest request)")
+    ap.add_argument("--out", type=pathlib.Path, help="directory for batching_sweep.json and .png, rewritten after "
+                    "each load")
     a = ap.parse_args(argv)
     device = torch.device(a.device)
-    rows = sweep(device, a.quick, a.rates)
-    if a.out:
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("error: ch16/batching.py --device cuda needs a CUDA GPU; none is visible to PyTorch", file=sys.stderr)
+        return 2
+    meta = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__,
+            "settings": {**settings(device, a.quick), **({"n": a.requests} if a.requests else {})}}
+
+    def write(rows):
         a.out.mkdir(parents=True, exist_ok=True)
-        meta = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__,
-                "settings": settings(device, a.quick)}
-        (a.out / "batching_sweep.json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
+        tmp = a.out / "batching_sweep.json.tmp"
+        tmp.write_text(json.dumps({**meta, "rows": rows}, indent=1))
+        tmp.replace(a.out / "batching_sweep.json")
         plot(rows, a.out / "batching_sweep.png")
+    sweep(device, a.quick, a.rates, n=a.requests, on_row=write if a.out else None)
     return 0
 
 

@@ -13,11 +13,14 @@ REQUIRES = ("triton",)  # where it is missing the variant is skipped with the re
 PAGE = 16
 
 
-def paged_prepare(w, attend: str):
+def paged_prepare(w, attend: str, **kernel):
+    """The paged step as a CUDA graph; `kernel`: the attention kernel's splits and block_n, if not PagedKV's."""
     model, lengths = w.inputs["model"], w.inputs["lengths_list"]
     c = model.cfg
     kv = PagedKV(c.n_layers, c.n_kv_heads, c.head_dim, PAGE, [n + 1 for n in lengths],
                  model.output.weight.dtype, w.inputs["token"].device)
+    for name, value in kernel.items():
+        setattr(kv, name, value)
     kv.load(w.inputs["k_packed"], w.inputs["v_packed"], lengths)
     read_len = max(lengths) + 1
     fn = getattr(kv, attend)

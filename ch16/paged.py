@@ -10,8 +10,8 @@ Attention reads K and V through the table:
 
     attend_gather   copies the request's pages into a contiguous tensor first, every step, every layer:
                     the simple way, and an extra write and read of the whole KV (the pitfall variant)
-    attend_triton   a Triton kernel (vLLM's paged attention, v1 shape): one program per (request, KV
-                    head) walks the request's pages in place with an online softmax; nothing is copied
+    attend_triton   a Triton kernel (vLLM's paged attention, split over the keys): programs per (request,
+                    KV head, split) walk the request's pages in place with an online softmax; nothing is copied
 
 `varlen_decode_step` runs the model for one new token per request, each at its own position.
 """
@@ -99,8 +99,11 @@ class PagedKV:
         v = self.v_pages[layer][idx].permute(0, 2, 1, 3, 4).reshape(B, H, nb * self.page, -1)
         return masked_attention(q, k, v, pos)
 
+    splits, block_n = 8, 64   # the kernel's split-KV programs per request and keys a step (scripts/paged_probe.py)
+
     def attend_triton(self, layer, q, pos, read_len: int):
-        return paged_attention(q, self.k_pages[layer], self.v_pages[layer], self.table, pos + 1)
+        return paged_attention(q, self.k_pages[layer], self.v_pages[layer], self.table, pos + 1, self.splits,
+                               self.block_n)
 
     @property
     def nbytes(self) -> int:
@@ -122,78 +125,87 @@ def masked_attention(q, k, v, pos):
 if triton is not None:
     @triton.jit
     def _paged_decode_kernel(q_ptr, k_ptr, v_ptr, table_ptr, len_ptr, o_ptr, ml_ptr, scale, max_blocks,
-                             blocks_per_split, stride_b, stride_kb, stride_kh, stride_kp,
+                             stride_b, stride_kb, stride_kh, stride_kp,
                              HQ: tl.constexpr, G: tl.constexpr, P: tl.constexpr, D: tl.constexpr,
-                             SPLITS: tl.constexpr):
-        """One program per (request, KV head, split): its G query heads against the split's blocks."""
+                             SPLITS: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr, DP: tl.constexpr):
+        """Program (request b, KV head h, split): the G query heads of h against the split's share of
+        b's own keys, BLOCK_N keys (BLOCK_N / P pages) a step, each key's page looked up in b's table row.
+
+        Each request's keys are cut into SPLITS equal spans, so a long request is read by SPLITS programs
+        and a short one by SPLITS short ones. ROWS: G padded to tl.dot's smallest tile (16) with zero rows;
+        DP: the head size padded the same way (the small CI model's is 8)."""
         b = tl.program_id(0)
         h = tl.program_id(1)
         split = tl.program_id(2)
-        g = tl.arange(0, G)
-        p = tl.arange(0, P)
-        d = tl.arange(0, D)
-        q = tl.load(q_ptr + b * HQ * D + (h * G + g[:, None]) * D + d[None, :]).to(tl.float32)   # (G, D)
         length = tl.load(len_ptr + b)
-        first = split * blocks_per_split
-        last = tl.minimum(first + blocks_per_split, tl.cdiv(length, P))
-        m = tl.full((G,), float("-inf"), tl.float32)
-        l = tl.zeros((G,), tl.float32)
-        acc = tl.zeros((G, D), tl.float32)
-        for j in range(first, last):
-            blk = tl.load(table_ptr + b * max_blocks + j).to(tl.int64)
-            kv_off = b * stride_b + blk * stride_kb + h * stride_kh + p[:, None] * stride_kp + d[None, :]
-            k = tl.load(k_ptr + kv_off).to(tl.float32)                          # (P, D), read in place
-            v = tl.load(v_ptr + kv_off).to(tl.float32)
+        span = tl.cdiv(tl.cdiv(length, SPLITS), BLOCK_N) * BLOCK_N
+        start = split * span
+        end = tl.minimum(start + span, length)
+        r = tl.arange(0, ROWS)
+        d = tl.arange(0, DP)
+        dm = d[None, :] < D
+        q = tl.load(q_ptr + b * HQ * D + (h * G + r[:, None]) * D + d[None, :], mask=(r[:, None] < G) & dm, other=0.0)
+        m = tl.full((ROWS,), float("-inf"), tl.float32)
+        l = tl.zeros((ROWS,), tl.float32)
+        acc = tl.zeros((ROWS, DP), tl.float32)
+        for t0 in range(start, end, BLOCK_N):
+            t = t0 + tl.arange(0, BLOCK_N)
+            ok = t < end
+            blk = tl.load(table_ptr + b * max_blocks + t // P, mask=ok, other=0).to(tl.int64)
+            row = b * stride_b + blk * stride_kb + h * stride_kh + (t % P) * stride_kp       # (BLOCK_N,), in place
+            k = tl.load(k_ptr + row[:, None] + d[None, :], mask=ok[:, None] & dm, other=0.0)   # (BLOCK_N, DP)
+            v = tl.load(v_ptr + row[:, None] + d[None, :], mask=ok[:, None] & dm, other=0.0)
             # fp32 even where torch.compile passes `scale` as an fp64 scalar: m, l, acc keep their type
-            s = (tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale).to(tl.float32)   # (G, P)
-            s = tl.where(((j * P + p) < length)[None, :], s, float("-inf"))
+            s = (tl.dot(q, tl.trans(k)) * scale).to(tl.float32)                              # (ROWS, BLOCK_N)
+            s = tl.where(ok[None, :], s, float("-inf"))
             m_new = tl.maximum(m, tl.max(s, axis=1))
             alpha = tl.exp(m - m_new)
             w = tl.exp(s - m_new[:, None])
             l = l * alpha + tl.sum(w, axis=1)
-            acc = acc * alpha[:, None] + tl.sum(w[:, :, None] * v[None, :, :], axis=1)
+            acc = acc * alpha[:, None] + tl.dot(w.to(v.dtype), v)
             m = m_new
-        row = (b * HQ + h * G + g) * SPLITS + split                             # (G,)
-        out = acc / tl.where(l > 0, l, 1.0)[:, None]                          # an empty split stores 0
-        tl.store(o_ptr + row[:, None] * D + d[None, :], out)
-        tl.store(ml_ptr + row * 2, m)
-        tl.store(ml_ptr + row * 2 + 1, l)
+        out = (b * HQ + h * G + r) * SPLITS + split                             # (ROWS,): (query head, split)
+        acc = acc / tl.where(l > 0, l, 1.0)[:, None]                            # an empty split stores 0
+        tl.store(o_ptr + out[:, None] * D + d[None, :], acc, mask=(r[:, None] < G) & dm)
+        tl.store(ml_ptr + out * 2, m, mask=r < G)
+        tl.store(ml_ptr + out * 2 + 1, l, mask=r < G)
 
 
-def paged_attention(q, k_pages, v_pages, table, lengths, splits: int = 1):
+def paged_attention(q, k_pages, v_pages, table, lengths, splits: int = 8, block_n: int = 64):
     """q (B, Hq, hd); k/v_pages (n_blocks, Hkv, P, hd) with unit stride along hd; table (B, max_blocks) int32;
     lengths (B,) keys per request (positions 0..length-1). -> (B, Hq, hd) in q's dtype.
 
-    splits > 1: split-KV (flash-decoding): each request's blocks are cut into `splits` ranges handled
-    by separate programs, whose partial softmaxes are merged by their maxima and sums afterwards;
-    at batch 1 this is what keeps more than n_kv_heads SMs reading the cache.
+    Split-KV (flash-decoding): each request's keys are cut into `splits` spans handled by separate
+    programs, whose partial softmaxes are merged by their maxima and sums afterwards. Without it the
+    longest request's one program per head walks all its pages alone while the others sit idle.
     """
     _, Hkv, P, _ = k_pages.shape
-    return _launch(q, k_pages, v_pages, table, lengths, splits, Hkv, P,
+    return _launch(q, k_pages, v_pages, table, lengths, splits, block_n, Hkv, P,
                    (0, k_pages.stride(0), k_pages.stride(1), k_pages.stride(2)))
 
 
-def attend_contiguous(q, k_layer, v_layer, lengths, page: int = 16, splits: int = 8):
+def attend_contiguous(q, k_layer, v_layer, lengths, page: int = 16, splits: int = 8, block_n: int = 64):
     """Split-KV attention over a contiguous static cache (B, Hkv, S, hd), reading only the first
     lengths[b] positions of each request: the cache seen in place as S/page blocks of page tokens
     (block j of request b starts at b*stride(0) + j*page*stride(2)), every request the same table row."""
     B, Hkv, S, hd = k_layer.shape
     assert S % page == 0 and k_layer.stride(3) == 1
     table = torch.arange(S // page, dtype=torch.int32, device=q.device).expand(B, S // page).contiguous()
-    return _launch(q, k_layer, v_layer, table, lengths, splits, Hkv, page,
+    return _launch(q, k_layer, v_layer, table, lengths, splits, block_n, Hkv, page,
                    (k_layer.stride(0), page * k_layer.stride(2), k_layer.stride(1), k_layer.stride(2)))
 
 
-def _launch(q, k, v, table, lengths, splits, Hkv, P, strides):
+def _launch(q, k, v, table, lengths, splits, block_n, Hkv, P, strides):
     if triton is None:
         raise RuntimeError("the paged attention kernel needs Triton")
     B, Hq, hd = q.shape
     q = q.contiguous()
     part = torch.empty(B, Hq, splits, hd, dtype=torch.float32, device=q.device)
     ml = torch.empty(B, Hq, splits, 2, dtype=torch.float32, device=q.device)
-    per_split = -(-table.shape[1] // splits)
+    G = Hq // Hkv
     _paged_decode_kernel[(B, Hkv, splits)](q, k, v, table, lengths, part, ml, 1.0 / math.sqrt(hd), table.shape[1],
-                                           per_split, *strides, HQ=Hq, G=Hq // Hkv, P=P, D=hd, SPLITS=splits)
+                                           *strides, HQ=Hq, G=G, P=P, D=hd, SPLITS=splits, BLOCK_N=block_n,
+                                           ROWS=max(16, triton.next_power_of_2(G)), DP=max(16, triton.next_power_of_2(hd)))
     if splits == 1:
         return part[:, :, 0].to(q.dtype)
     m, l = ml[..., 0], ml[..., 1]

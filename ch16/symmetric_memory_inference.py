@@ -399,10 +399,10 @@ class InferenceServer8GPU:
 
 
 # ---------------------------------------------------------------------------------- check against one process
-def reference_run(cfg: Config, seed: int, depth: int, scale: float, prompt, n_new: int, device, dtype):
+def reference_run(model: Transformer, prompt, n_new: int, device, dtype):
     """The same target in one process, on one device: greedy tokens and logits, its cache over prompt + tokens."""
     from ch16.model import KVCache, greedy_generate, prefill
-    model = build_target(cfg, seed, depth, scale, device, dtype)
+    cfg = model.cfg
     prompt = prompt.to(device)
     tokens, logits = greedy_generate(model, prompt, n_new)
     cache = KVCache.empty(cfg, 1, prompt.shape[1] + n_new, device, dtype)
@@ -411,38 +411,66 @@ def reference_run(cfg: Config, seed: int, depth: int, scale: float, prompt, n_ne
 
 
 def check(server: InferenceServer8GPU, prompt_len: int = 16, n_new: int = 12, prompt_seed: int = 5,
-          deep_scale: float = 0.5) -> dict | None:
-    """Serve one request, compare with a single-process run; the report on rank 0 (None elsewhere)."""
+          deep_scale: float = 0.5, requests: int = 1) -> dict | None:
+    """Serve `requests` requests one after another (each timed, after one untimed warm-up request) and
+    compare each with a single-process greedy run of the same prompt; the report on rank 0 (None elsewhere).
+
+    The first request's KV is also read back from every rank's pages and compared with the reference's
+    cache. Per request: latency (generate(), prefill included, to its last token); over all: tokens/s
+    and the latency's p50 and p99 (with few requests the p99 is the slowest one)."""
     from ch16.model import random_tokens
     from common.decode_check import check_decode
-    prompt = random_tokens(server.cfg, (1, prompt_len), prompt_seed, "cpu")
-    t0 = time.perf_counter()
-    out = server.generate(prompt, n_new, keep=True)
-    wall = time.perf_counter() - t0
-    stats = dict(server.stats)
-    # The KV every rank holds for the request, read from the pages of every rank of the target group.
-    # Positions written by the verify passes past the accepted ones are stale; compare the accepted prefix
-    # (the last emitted token is never fed, so L - 1 + n_new positions are final).
-    length = prompt_len + n_new - 1
-    k_all, v_all = server.export_kv(out["req"], length)
-    server.release(out["req"])
-    # every rank computes the reference (it needs the tokens to teacher-force); rank 0 compares
-    ref_tokens, ref_logits, ref_cache = reference_run(server.cfg, MODEL_SEED, server.depth, deep_scale, prompt, n_new,
-                                                      server.device, server.dtype)
-    forced = server.generate(prompt, n_new, forced=ref_tokens)   # teacher-forced on the reference's tokens
+    from common.verify import verify_outputs
+    prompts = [random_tokens(server.cfg, (1, prompt_len), prompt_seed + i, "cpu") for i in range(requests)]
+    server.generate(random_tokens(server.cfg, (1, prompt_len), prompt_seed - 1, "cpu"), n_new)   # warm-up
+    precision = "bf16" if server.dtype == torch.bfloat16 else "fp32"
+    reference = build_target(server.cfg, MODEL_SEED, server.depth, deep_scale, server.device, server.dtype)
+    latencies, served, verdicts, kv_verdict = [], [], [], None
+    for i, prompt in enumerate(prompts):
+        _sync(server.device)
+        t0 = time.perf_counter()
+        out = server.generate(prompt, n_new, keep=i == 0)
+        _sync(server.device)
+        latencies.append(time.perf_counter() - t0)
+        served.append((out["tokens"].cpu(), dict(server.stats)))
+        # every rank computes the reference (it needs the tokens to teacher-force); rank 0 compares
+        ref_tokens, ref_logits, ref_cache = reference_run(reference, prompt, n_new, server.device, server.dtype)
+        if i == 0:
+            # The KV every rank holds for the request, read from the pages of every rank of the target group.
+            # Positions written by verify passes past the accepted ones are stale: compare the accepted prefix
+            # (the last emitted token is never fed, so L - 1 + n_new positions are final).
+            length = prompt_len + n_new - 1
+            k_all, v_all = server.export_kv(out["req"], length)
+            server.release(out["req"])
+            kv_verdict = verify_outputs([ref_cache.k[:, :, :, :length].cpu(), ref_cache.v[:, :, :, :length].cpu()],
+                                        [k_all.cpu(), v_all.cpu()], precision)
+        forced = server.generate(prompt, n_new, forced=ref_tokens)   # teacher-forced on the reference's tokens
+        if server.rank == 0:
+            verdicts.append((check_decode(ref_tokens, ref_logits, forced["logits"], out["tokens"], precision),
+                             ref_tokens.cpu().tolist()))
     roles = server.roles()
     if server.rank != 0:
         return None
-    precision = "bf16" if server.dtype == torch.bfloat16 else "fp32"
-    verdict = check_decode(ref_tokens, ref_logits, forced["logits"], out["tokens"], precision)
-    from common.verify import verify_outputs
-    kv_verdict = verify_outputs([ref_cache.k[:, :, :, :length].cpu(), ref_cache.v[:, :, :, :length].cpu()],
-                                [k_all.cpu(), v_all.cpu()], precision)
+    lat = sorted(latencies)
+    first, stats = verdicts[0][0], served[0][1]
+    per_request = [{"latency_s": t, "tokens": tok.tolist(), "reference_tokens": ref, "rounds": st["rounds"],
+                    "acceptance": st["acceptance"], "decode": v.as_dict()}
+                   for t, (tok, st), (v, ref) in zip(latencies, served, verdicts)]
     return {"world_size": server.world, "roles": roles, "device": str(server.device),
-            "use_symmetric_kv": server.use_symmetric_kv, "symmetric": server.transport.symmetric, "allreduce": server.transport.allreduce,
-            "tokens": out["tokens"].cpu().tolist(), "reference_tokens": ref_tokens.cpu().tolist(), **stats,
-            "wall_s": wall, "decode": verdict.as_dict(), "kv": kv_verdict.as_dict(),
-            "ok": bool(verdict.ok and kv_verdict.ok)}
+            "use_symmetric_kv": server.use_symmetric_kv, "symmetric": server.transport.symmetric,
+            "allreduce": server.transport.allreduce, "config": next(n for n, c in CONFIGS.items() if c == server.cfg),
+            "tokens": served[0][0].tolist(), "reference_tokens": verdicts[0][1], **stats,
+            "wall_s": latencies[0], "decode": first.as_dict(), "kv": kv_verdict.as_dict(),
+            "requests": requests, "prompt_len": prompt_len, "tokens_per_s": requests * n_new / sum(latencies),
+            "p50_latency_s": lat[math.ceil(0.5 * len(lat)) - 1], "p99_latency_s": lat[math.ceil(0.99 * len(lat)) - 1],
+            "identical_token_requests": sum(r["tokens"] == r["reference_tokens"] for r in per_request),
+            "per_request": per_request,
+            "ok": bool(all(v.ok for v, _ in verdicts) and kv_verdict.ok)}
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def main(argv=None) -> int:
@@ -456,6 +484,7 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--depth", type=int, default=1)
     ap.add_argument("--scale", type=float, default=0.5)
+    ap.add_argument("--requests", type=int, default=1, help="requests served one after another, each checked")
     ap.add_argument("--out", type=pathlib.Path, help="write rank 0's report here (JSON)")
     a = ap.parse_args(argv)
     if a.device == "cuda" and not torch.cuda.is_available():
@@ -471,7 +500,7 @@ def main(argv=None) -> int:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     server = InferenceServer8GPU(a.config, draft_depth=a.depth, deep_scale=a.scale, k=a.k,
                                  use_symmetric_kv=not a.no_symmetric, allreduce=a.allreduce, device=device)
-    report = check(server, a.prompt, a.new, deep_scale=a.scale)
+    report = check(server, a.prompt, a.new, deep_scale=a.scale, requests=a.requests)
     ok = True
     if report is not None:
         ok = report["ok"]
@@ -482,6 +511,10 @@ def main(argv=None) -> int:
               f"{report['symmetric']}, all-reduce {report['allreduce']}: α {report['acceptance']:.2f}, "
               f"{report['rounds']} rounds for {report['n_new']} tokens; decode: {report['decode']['message']}; "
               f"KV: {report['kv']['message']}; {'PASS' if ok else 'FAIL'}", flush=True)
+        print(f"{report['requests']} requests of {report['prompt_len']} + {report['n_new']} tokens ({report['config']}): "
+              f"{report['tokens_per_s']:.1f} tokens/s, latency p50 {report['p50_latency_s'] * 1e3:.1f} ms, "
+              f"p99 {report['p99_latency_s'] * 1e3:.1f} ms; tokens identical to one process in "
+              f"{report['identical_token_requests']} of {report['requests']}", flush=True)
     if dist.is_initialized():
         flag = torch.tensor([0 if ok else 1], device=device)
         dist.all_reduce(flag)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Chapter 16 on one GPU (written for an H100; an H200 runs it too): the decode pairs, the sweeps, the server on one rank.
-# Usage: scripts/h100_ch16.sh OUTDIR [decode|serving|sweeps|server|all]   (default all; OUTDIR defaults to $OUT)
+# Usage: scripts/h100_ch16.sh OUTDIR [PARTS]   PARTS: one or more (quoted) of decode serving probe sweeps server,
+# or all (the default); OUTDIR defaults to $OUT. BATCHING_ARGS: extra arguments for the load sweep (batching.py).
 # Each part is meant to fit one 10-minute command (unmeasured: the first GPU session finds out); tp_decode is
 # the 2-GPU script's.
 # Each step has its own time limit (so a hung step still leaves the others and the archive); the script
@@ -8,7 +9,7 @@
 # What comes back: OUTDIR/ch16_<part>.tar.gz (reports, JSON, figures, logs) and OUTDIR/ch16_<part>.log,
 # few files at the top of OUTDIR, because a device run returns at most 8 files.
 set -uo pipefail
-out=${1:-${OUT:?usage: scripts/h100_ch16.sh OUTDIR [decode|serving|sweeps|server|all]}}
+out=${1:-${OUT:?usage: scripts/h100_ch16.sh OUTDIR [PARTS]}}
 part=${2:-all}
 py=${PYTHON:-python3}
 work=$(mktemp -d)
@@ -32,25 +33,30 @@ run_part() {
     serving)
       TAIL=40 step benchmark_ch16_serving 570 $py benchmark.py --pair kv_cache --pair speculative --pair paged_kv \
         --pair batching --output "$work/ch16_serving" ;;
+    probe)  # paged_kv taken apart: splits and key tiles of the paged kernel, the contiguous cache read by it
+      TAIL=20 step paged_probe 240 $py scripts/paged_probe.py "$work/probe/paged_probe.md" ;;
     sweeps)
       gbps=$($py -c "import glob,json; print(json.load(open(sorted(glob.glob('profiles/peaks/cuda-*.json'))[-1]))['copy_gbps'])" 2>/dev/null || echo 3000)
-      step kv_cache_sweep 150 $py ch16/kv_cache_sweep.py --contexts 128 512 1024 2048 4000 --copy-gbps "${gbps:-3000}" --out "$work/sweeps"
+      step kv_cache_sweep 240 $py ch16/kv_cache_sweep.py --contexts 128 512 1024 2048 4000 --copy-gbps "${gbps:-3000}" --out "$work/sweeps"
       step kv_cache_sweep_b4 120 $py ch16/kv_cache_sweep.py --contexts 512 1024 2048 --batch 4 --copy-gbps "${gbps:-3000}" --out "$work/sweeps_batch4"
-      step speculative_sweep 180 $py ch16/speculative_sweep.py --scales 0 0.25 0.5 1 2 --ks 1 2 4 8 --reps 5 --out "$work/sweeps"
-      step batching_sweep 120 $py ch16/batching.py --out "$work/sweeps" ;;
+      step speculative_sweep 300 $py ch16/speculative_sweep.py --scales 0 0.25 0.5 1 2 --ks 1 2 4 8 --reps 5 --out "$work/sweeps"
+      # shellcheck disable=SC2086
+      step batching_sweep 540 $py ch16/batching.py ${BATCHING_ARGS:-} --out "$work/sweeps" ;;
     server)  # one rank serves target and draft from one pool (the 2-GPU script runs 2 ranks)
-      step server_1gpu_small 60 $py ch16/symmetric_memory_inference.py --device cuda --out "$work/server_1gpu_small.json"
-      step server_1gpu_1b 180 $py ch16/symmetric_memory_inference.py --device cuda --config llama-1b --depth 2 --prompt 64 \
-        --new 32 --k 4 --out "$work/server_1gpu_1b.json"
+      step server_1gpu_small 90 $py ch16/symmetric_memory_inference.py --device cuda --requests 16 \
+        --out "$work/server_1gpu_small.json"
+      step server_1gpu_1b 240 $py ch16/symmetric_memory_inference.py --device cuda --config llama-1b --depth 2 --prompt 64 \
+        --new 32 --k 4 --requests 16 --out "$work/server_1gpu_1b.json"
       TAIL=3 step pytest_ch16_gpu 300 $py -m pytest -q tests/test_ch16.py ;;
-    *) echo "unknown part $1 (decode, serving, sweeps, server or all)" >&2; rc=1; failed="$failed $1" ;;
+    *) echo "unknown part $1 (decode, serving, probe, sweeps, server or all)" >&2; rc=1; failed="$failed $1" ;;
   esac
 }
-if [ "$part" = all ]; then parts="decode serving sweeps server"; else parts=$part; fi
+if [ "$part" = all ]; then parts="decode serving probe sweeps server"; else parts=$part; fi
+tag=${part// /-}
 for p in $parts; do run_part "$p"; done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv > "$work/logs/gpu.csv" 2>/dev/null
-tar -czf "$out/ch16_${part}.tar.gz" -C "$work" .
-cat "$work"/logs/*.log > "$out/ch16_${part}.log" 2>/dev/null
-echo "wrote $out/ch16_${part}.tar.gz"
+tar -czf "$out/ch16_${tag}.tar.gz" -C "$work" .
+cat "$work"/logs/*.log > "$out/ch16_${tag}.log" 2>/dev/null
+echo "wrote $out/ch16_${tag}.tar.gz"
 [ $rc -eq 0 ] || echo "failed:$failed" >&2
 exit $rc

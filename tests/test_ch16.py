@@ -165,14 +165,16 @@ def _run_interpreted(code: str, timeout: int = 200) -> None:
 
 
 def test_paged_attention_kernel_under_the_triton_interpreter():
-    """The Triton kernel checked on the CPU with TRITON_INTERPRET=1, where Triton is installed."""
+    """The Triton kernel checked on the CPU with TRITON_INTERPRET=1, where Triton is installed: one program a
+    head walking several tiles, tiles of one page and of several, requests split over programs (some empty)."""
     code = ("import torch; from ch16.paged import PagedKV, masked_attention, paged_attention\n"
             "torch.manual_seed(0); lengths = [5, 40, 17]\n"
             "kv = PagedKV(1, 2, 8, 16, lengths, torch.float32, 'cpu')\n"
             "kv.k_pages.normal_(); kv.v_pages.normal_(); q = torch.randn(3, 4, 8); pos = torch.tensor(lengths) - 1\n"
             "ref = kv.attend_gather(0, q, pos, max(lengths))\n"
-            "out = paged_attention(q, kv.k_pages[0], kv.v_pages[0], kv.table, pos + 1)\n"
-            "assert torch.allclose(out, ref, atol=1e-5), (out - ref).abs().max()\n")
+            "for splits, block_n in [(1, 16), (3, 16), (8, 64), (2, 32)]:\n"
+            "    out = paged_attention(q, kv.k_pages[0], kv.v_pages[0], kv.table, pos + 1, splits, block_n)\n"
+            "    assert torch.allclose(out, ref, atol=1e-5), (splits, block_n, (out - ref).abs().max())\n")
     _run_interpreted(code, timeout=120)
 
 
@@ -300,9 +302,10 @@ def _compile_for_hopper(kernel, signature: dict, constexprs: dict, options: dict
                           target=GPUTarget("cuda", 90, 32), options=options)
 
 
+PAGED_CONSTEXPRS = {"HQ": 32, "G": 4, "P": 16, "D": 64, "SPLITS": 8, "BLOCK_N": 64, "ROWS": 16, "DP": 64}
 PAGED_SIGNATURE = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "table_ptr": "*i32", "len_ptr": "*i32",
                    "o_ptr": "*fp32", "ml_ptr": "*fp32", "scale": "fp64", "max_blocks": "i32",
-                   "blocks_per_split": "i32", "stride_b": "i32", "stride_kb": "i32", "stride_kh": "i32",
+                   "stride_b": "i32", "stride_kb": "i32", "stride_kh": "i32",
                    "stride_kp": "i32"}
 
 
@@ -312,8 +315,7 @@ def test_split_kv_kernel_compiles_with_the_scale_torch_compile_passes():
     initial type fp32 but is re-assigned to fp64"): the H100 run's InductorError. Compiled here for sm_90
     with an fp64 scale, no GPU needed."""
     from ch16.paged import _paged_decode_kernel
-    compiled = _compile_for_hopper(_paged_decode_kernel, PAGED_SIGNATURE, {"HQ": 32, "G": 4, "P": 16, "D": 64,
-                                                                           "SPLITS": 8})
+    compiled = _compile_for_hopper(_paged_decode_kernel, PAGED_SIGNATURE, PAGED_CONSTEXPRS)
     assert "cubin" in compiled.asm
 
 
@@ -323,16 +325,15 @@ def test_the_fp64_check_catches_the_kernel_before_its_fix(tmp_path):
     pytest.importorskip("triton")
     from conftest import ROOT
     source = (ROOT / "ch16" / "paged.py").read_text()
-    fixed = "s = (tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale).to(tl.float32)"
+    fixed = "s = (tl.dot(q, tl.trans(k)) * scale).to(tl.float32)"
     assert fixed in source
     old = tmp_path / "paged_before_fix.py"
-    old.write_text(source.replace(fixed, "s = tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale"))
+    old.write_text(source.replace(fixed, "s = tl.dot(q, tl.trans(k)) * scale"))
     spec = importlib.util.spec_from_file_location("paged_before_fix", old)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     with pytest.raises(Exception, match="fp64"):
-        _compile_for_hopper(module._paged_decode_kernel, PAGED_SIGNATURE, {"HQ": 32, "G": 4, "P": 16, "D": 64,
-                                                                           "SPLITS": 8})
+        _compile_for_hopper(module._paged_decode_kernel, PAGED_SIGNATURE, PAGED_CONSTEXPRS)
 
 
 def test_triton_gemv_under_the_interpreter_matches_a_matmul():

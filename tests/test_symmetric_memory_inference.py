@@ -71,9 +71,15 @@ def test_server_on_gloo_matches_one_process(world, tmp_path):
 
 
 def test_one_rank_serves_both_models_from_one_pool(tmp_path):
-    report = serve(1, tmp_path, "--no-symmetric")
+    report = serve(1, tmp_path, "--no-symmetric", "--requests", "3")
     _check(report, 1)
     assert report["roles"] == ["target+draft"]
+    # three different prompts, each served, timed and checked against its own one-process run
+    reqs = report["per_request"]
+    assert report["requests"] == len(reqs) == 3 and len({str(r["reference_tokens"]) for r in reqs}) == 3
+    assert all(r["decode"]["ok"] and r["tokens"] == r["reference_tokens"] for r in reqs)
+    assert report["identical_token_requests"] == 3
+    assert report["p99_latency_s"] == max(r["latency_s"] for r in reqs) >= report["p50_latency_s"] > 0
 
 
 def test_asking_for_cuda_without_a_gpu_is_one_line_and_exit_2():
