@@ -229,7 +229,7 @@ def summarize(res: dict, trace: list[Request]) -> dict:
 def settings(device, quick: bool) -> dict:
     if device.type == "cuda" and not quick:
         return dict(n=200, slots=16, max_len=2048, budget=512, chunk=128, prompt_median=256, out_median=128, sigma=0.8,
-                    max_prompt=1024, max_out=1000, rates=[1, 2, 4, 8, 16, 32, 64])
+                    max_prompt=1024, max_out=1000, rates=[4, 8, 16, 32])
     return dict(n=12, slots=4, max_len=128, budget=32, chunk=8, prompt_median=12, out_median=8, sigma=0.6,
                 max_prompt=48, max_out=40, rates=[20, 80, 320])
 

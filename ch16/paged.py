@@ -99,7 +99,7 @@ class PagedKV:
         v = self.v_pages[layer][idx].permute(0, 2, 1, 3, 4).reshape(B, H, nb * self.page, -1)
         return masked_attention(q, k, v, pos)
 
-    splits, block_n = 8, 64   # the kernel's split-KV programs per request and keys a step (scripts/paged_probe.py)
+    splits, block_n = 4, 128  # the kernel's split-KV programs per request and keys a step (scripts/paged_probe.py)
 
     def attend_triton(self, layer, q, pos, read_len: int):
         return paged_attention(q, self.k_pages[layer], self.v_pages[layer], self.table, pos + 1, self.splits,

@@ -34,7 +34,7 @@ def spec_setup(device, quick: bool) -> dict:
     """Sizes for the pair: (config, draft depth, deep-layer scale, prompt length, tokens to generate, k)."""
     gpu = torch.device(device).type == "cuda" and not quick
     if gpu:  # the ~1B target, a 2-layer draft (1/8 of the layers, plus the head)
-        return dict(cfg="llama-1b", depth=2, scale=0.5, prompt=128, n_new=64, k=4)
+        return dict(cfg="llama-1b", depth=2, scale=0.25, prompt=128, n_new=64, k=4)
     return dict(cfg="small", depth=1, scale=0.5, prompt=32 if not quick else 16, n_new=16 if not quick else 8, k=3)
 
 
