@@ -29,6 +29,7 @@ import torch
 from ch16.model import KVCache
 from ch16.speculative import GreedyDecoder, SpeculativeDecoder, spec_workload_inputs
 from common.decode_check import check_decode
+from common.inputs import SEEDS
 
 
 def timed(fn, device, reps: int) -> float:
@@ -117,14 +118,16 @@ def main(argv=None) -> int:
     ap.add_argument("--scales", type=float, nargs="+", default=[0.0, 0.25, 0.5, 1.0, 2.0])
     ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8])
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=SEEDS[0], help="the prompt's seed (default: the harness's seed A, "
+                    "so the row at the pair's setting is the pair's prompt)")
     ap.add_argument("--out", type=pathlib.Path)
     a = ap.parse_args(argv)
     device = torch.device(a.device)
-    rows = run(device, a.quick, a.scales, a.ks, a.reps)
+    rows = run(device, a.quick, a.scales, a.ks, a.reps, a.seed)
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         meta = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-                "torch": torch.__version__, "quick": a.quick}
+                "torch": torch.__version__, "quick": a.quick, "seed": a.seed}
         (a.out / "speculative_sweep.json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
         plot(rows, a.out / "speculative_sweep.png")
     return 0 if all(r["verified"] for r in rows) else 1
