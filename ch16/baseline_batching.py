@@ -11,16 +11,19 @@ The GPU size (without --quick) is the chapter's result; the CPU and --quick size
 the pair runs and verifies, and their times are not results.
 
 Bound: memory per decode iteration, in principle (the weights, read once for all 8 slots: an 8-slot step
-≈ 1.70 GB + 8 x 2048 x 32 KiB of KV slabs ≈ 2.2 GB ≈ 0.75 ms at 3 TB/s; the graphed step measures
-3.1 ms). Static batching waits for each batch's longest output (the longest of 8 is ~3x the median, the
-mean 1.38x); continuous batching refills a slot at once. Both prefill in the same 128-token chunks, each
-one CUDA graph (batching.Engine), so the prefill is the same small share of either schedule.
+≈ 1.70 GB + the slots' KV ≈ 0.6 ms at 3 TB/s; the graphed step is several times that, its small eager
+kernels as in decode_graph's graph variant). Static batching waits for each batch's longest output (the
+longest of 8 is ~3x the median, the mean 1.38x); continuous batching refills a slot at once. Both prefill
+in the same 128-token chunks, each one CUDA graph (batching.Engine), so the prefill is the same small
+share of either schedule.
 
 The pair's size, measured on the H100 (reports under profiles/h100/): 64 requests on 16 slots with outputs
 around 128 ran alone for over nine minutes (0af4c72). With eager prefill chunks (1.48 s for a
 burst's 65), 32 requests took 4.5 s a call static and 2.9 s continuous (4e9eeb0); with graphed chunks 4.07 s
-and 2.39 s, 1.71x (1.68-1.73), 99 s for the pair (f68ba3f). This size, 24 requests: 3.11 s and 1.75 s,
-1.78x (1.73-1.84), 80 s for the pair (b86fd00), and the chapter in 196 s.
+and 2.39 s, 1.71x (1.68-1.73), 99 s for the pair (f68ba3f). This size, 24 requests, at aa626df (each slot's
+attention reading only its own keys): 2682 ms and 1516 ms, 1.768x (1.759-1.777), 69 s for the pair, the
+chapter in 195.8 s (profiles/h100/ch16-aa626df). The load sweep (200 requests a load) at d0b6b8e: 1.03x at
+4 requests/s, 2.26x at 32 (profiles/h100/ch16-batching-d0b6b8e).
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch

@@ -13,8 +13,14 @@ Both layouts' steps are captured as CUDA graphs on a GPU, so launches do not hid
 Bound: memory. Napkin math (H100): the step reads 1.70 GB of weights + the KV of every request. This
 baseline reserves 32 x 4096 x 32 KiB = 4 GiB of KV and, padded to the longest request in the batch,
 reads up to 32 x ~3000 x 32 KiB ≈ 3 GB of it per step (masked); the tokens actually cached are
-~32 x 1200 x 32 KiB ≈ 1.3 GB. Memory per request: 128 MiB here, ~40 MiB paged (the workload's note
+~32 x 1200 x 32 KiB ≈ 1.3 GB. Memory per request: 128 MiB here, ~35 MiB paged (the workload's note
 gives how many requests fit in 16 GiB either way).
+
+This is how the layout invites a first attention: one masked product over the batch's slabs, padded to
+the longest request. Measured on the H100 at aa626df (profiles/h100/ch16-aa626df): 7.152 ms a step,
+against 3.481 ms paged. scripts/paged_probe.py reads the same slabs with the paged variant's kernel, each
+request only up to its own length: 3.420 ms against 9.250 (6a8f3c4, other lengths), so the gain is
+reading only each request's keys, and paging (3.472 ms there) adds 1.5% for a quarter of the memory.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import math

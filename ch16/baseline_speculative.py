@@ -11,6 +11,10 @@ the pair runs and verifies, and their times are not results.
 Bound: memory. Napkin math (H100): each token reads the 1.70 GB of weights once, ≈ 0.57 ms at 3 TB/s,
 so 64 tokens ≥ 36 ms alone. The pair's bytes_moved is the floor of any decoder of this target: one
 weight read per k+1 = 5 tokens (every proposal accepted), 13 passes ≈ 7.4 ms.
+
+The setting (deep layers x0.25, k=4) is where speculative_sweep.py, on this prompt on the H100, measured
+α 0.81 and 1.75x (aa626df): a realistic acceptance rate where the draft pays. Measured by the harness at
+aa626df: 156.9 ms alone, 85.7 ms speculative, 1.83x (1.81-1.84) (profiles/h100/ch16-aa626df).
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import math
