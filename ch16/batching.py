@@ -31,7 +31,7 @@ import time
 import torch
 
 from ch16.decode import capture_graph, served_model
-from ch16.model import KVCache, Transformer, random_tokens
+from ch16.model import KVCache, Transformer
 from ch16 import paged
 from ch16.paged import ContiguousKV, varlen_decode_step
 

@@ -9,8 +9,6 @@ read by one program alone (the first version, one program walking one page at a 
 baseline at c8b4e68). Measured on the H100 at aa626df: 3.481 ms a step against 7.152, 2.053x
 (2.043-2.068), 36.3 MiB of KV a request instead of 128 (profiles/h100/ch16-aa626df)."""
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
-import torch
-
 from ch16.baseline_paged_kv import graphed
 from ch16.paged import PagedKV, varlen_decode_step
 

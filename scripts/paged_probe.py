@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     kv, token, pos = fn.kv, w.inputs["token"], w.inputs["lengths"]
     model = w.inputs["model"]
     for splits in a.splits:
-        def step(splits=splits):
+        def step(splits=splits, kv=kv):
             return varlen_decode_step(model, token, pos, kv.write, lambda i, q, p: attend_contiguous(
                 q, kv.k[i], kv.v[i], p + 1, base.PAGE, splits, 64))
         measure(f"contiguous, kernel {splits}/64", capture_graph(step), kv.nbytes)

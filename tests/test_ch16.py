@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from ch16.model import (CONFIGS, KVCache, build_model, decode_step, forward_no_cache, greedy_generate, load_checkpoint,
-                        prefill, random_tokens, save_hf_checkpoint, scale_deep_layers, teacher_forced_logits)
+                        prefill, random_tokens, save_hf_checkpoint, teacher_forced_logits)
 from common.decode_check import check_decode
 
 torch.set_num_threads(1)  # the CI machine has 2 cores shared with other work: one thread is faster and steadier
