@@ -70,8 +70,8 @@ class Engine:
 
     On a GPU both steps are CUDA graphs, replayed: the decode step over all slots, and a prefill chunk
     padded to `chunk` tokens. The decode step's attention is paged.py's split-KV kernel over the slots'
-    slabs in place, each slot reading only its own keys (with Triton; else masked over whole slabs). Eager, a 128-token chunk of the ~1B model is hundreds of small launches, paid
-    in host time: a 32-request burst's 65 chunks took 1.48 s of a 3.8 s static call on the H100 (1.92 s of
+    slabs in place, each slot reading only its own keys (with Triton; else masked over whole slabs).
+    Eager, a 128-token chunk of the ~1B model is hundreds of small launches, paid in host time: a 32-request burst's 65 chunks took 1.48 s of a 3.8 s static call on the H100 (1.92 s of
     3.2 s continuous), the same chunks under either scheduler. The chunk graph reads its request's cache
     from a one-slot scratch slab: the positions before the chunk are copied in, the chunk's K and V copied
     out to the request's slot (the padding tokens write at the scratch position max_len - 1, which no real
@@ -90,10 +90,11 @@ class Engine:
         self.chunk_pos = torch.full((chunk,), max_len - 1, dtype=torch.long, device=dev)
         self.offsets = torch.arange(chunk, device=dev)
 
-        kernel = dev.type == "cuda" and paged.triton is not None
+        use_kernel = dev.type == "cuda" and paged.triton is not None
 
         def decode():
-            if kernel:  # each slot reads its own keys only; an idle slot (at the scratch position) reads one
+            if use_kernel:  # each slot reads its own keys; an idle slot (at the scratch position, its logits
+                # thrown away) reads one
                 lengths = torch.where(self.pos == max_len - 1, 1, self.pos + 1)
                 attend = lambda i, q, p: paged.attend_contiguous(q, self.kv.k[i], self.kv.v[i], lengths)  # noqa: E731
             else:       # masked over every slot's whole slab

@@ -22,9 +22,7 @@ def paged_prepare(w, attend: str, **kernel):
     model, lengths = w.inputs["model"], w.inputs["lengths_list"]
     c = model.cfg
     kv = PagedKV(c.n_layers, c.n_kv_heads, c.head_dim, PAGE, [n + 1 for n in lengths],
-                 model.output.weight.dtype, w.inputs["token"].device)
-    for name, value in kernel.items():
-        setattr(kv, name, value)
+                 model.output.weight.dtype, w.inputs["token"].device, **kernel)
     kv.load(w.inputs["k_packed"], w.inputs["v_packed"], lengths)
     read_len = max(lengths) + 1
     fn = getattr(kv, attend)

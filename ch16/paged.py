@@ -63,8 +63,9 @@ class ContiguousKV:
 class PagedKV:
     """k_pages, v_pages (n_layers, n_blocks, Hkv, page, hd); table (B, max_blocks) int32 block ids."""
 
-    def __init__(self, n_layers, heads, hd, page, lengths_needed, dtype, device):
-        self.page = page
+    def __init__(self, n_layers, heads, hd, page, lengths_needed, dtype, device, splits: int = 4, block_n: int = 128):
+        # the kernel's split-KV programs per request and keys a step, for attend_triton (scripts/paged_probe.py)
+        self.page, self.splits, self.block_n = page, splits, block_n
         blocks = [math.ceil(n / page) for n in lengths_needed]
         self.free = list(range(sum(blocks)))            # the pool holds exactly what the requests need
         n_blocks = len(self.free)
@@ -99,8 +100,6 @@ class PagedKV:
         v = self.v_pages[layer][idx].permute(0, 2, 1, 3, 4).reshape(B, H, nb * self.page, -1)
         return masked_attention(q, k, v, pos)
 
-    splits, block_n = 4, 128  # the kernel's split-KV programs per request and keys a step (scripts/paged_probe.py)
-
     def attend_triton(self, layer, q, pos, read_len: int):
         return paged_attention(q, self.k_pages[layer], self.v_pages[layer], self.table, pos + 1, self.splits,
                                self.block_n)
@@ -131,11 +130,14 @@ if triton is not None:
         """Program (request b, KV head h, split): the G query heads of h against the split's share of
         b's own keys, BLOCK_N keys (BLOCK_N / P pages) a step, each key's page looked up in b's table row.
 
-        Each request's keys are cut into SPLITS equal spans, so a long request is read by SPLITS programs
-        and a short one by SPLITS short ones. ROWS: G padded to tl.dot's smallest tile (16) with zero rows;
-        DP: the head size padded the same way (the small CI model's is 8)."""
-        b = tl.program_id(0)
-        h = tl.program_id(1)
+        Each request's keys are cut into SPLITS spans of whole tiles, so a long request is read by SPLITS
+        programs at once; a short one by fewer (a span is at least one tile; the other programs find an
+        empty span and store nothing but an empty softmax). ROWS: G padded to tl.dot's smallest tile (16)
+        with zero rows; DP: the head size padded the same way (the small CI model's is 8). Offsets are
+        64-bit: a layer's cache may hold more than 2^31 elements. fp32 inputs multiply in TF32 on a GPU
+        (tl.dot's default; the pairs run bf16)."""
+        b = tl.program_id(0).to(tl.int64)
+        h = tl.program_id(1).to(tl.int64)
         split = tl.program_id(2)
         length = tl.load(len_ptr + b)
         span = tl.cdiv(tl.cdiv(length, SPLITS), BLOCK_N) * BLOCK_N
@@ -152,9 +154,9 @@ if triton is not None:
             t = t0 + tl.arange(0, BLOCK_N)
             ok = t < end
             blk = tl.load(table_ptr + b * max_blocks + t // P, mask=ok, other=0).to(tl.int64)
-            row = b * stride_b + blk * stride_kb + h * stride_kh + (t % P) * stride_kp       # (BLOCK_N,), in place
-            k = tl.load(k_ptr + row[:, None] + d[None, :], mask=ok[:, None] & dm, other=0.0)   # (BLOCK_N, DP)
-            v = tl.load(v_ptr + row[:, None] + d[None, :], mask=ok[:, None] & dm, other=0.0)
+            kv_off = b * stride_b + blk * stride_kb + h * stride_kh + (t % P) * stride_kp    # (BLOCK_N,), in place
+            k = tl.load(k_ptr + kv_off[:, None] + d[None, :], mask=ok[:, None] & dm, other=0.0)   # (BLOCK_N, DP)
+            v = tl.load(v_ptr + kv_off[:, None] + d[None, :], mask=ok[:, None] & dm, other=0.0)
             # fp32 even where torch.compile passes `scale` as an fp64 scalar: m, l, acc keep their type
             s = (tl.dot(q, tl.trans(k)) * scale).to(tl.float32)                              # (ROWS, BLOCK_N)
             s = tl.where(ok[None, :], s, float("-inf"))
@@ -164,20 +166,22 @@ if triton is not None:
             l = l * alpha + tl.sum(w, axis=1)
             acc = acc * alpha[:, None] + tl.dot(w.to(v.dtype), v)
             m = m_new
-        out = (b * HQ + h * G + r) * SPLITS + split                             # (ROWS,): (query head, split)
-        acc = acc / tl.where(l > 0, l, 1.0)[:, None]                            # an empty split stores 0
-        tl.store(o_ptr + out[:, None] * D + d[None, :], acc, mask=(r[:, None] < G) & dm)
-        tl.store(ml_ptr + out * 2, m, mask=r < G)
-        tl.store(ml_ptr + out * 2 + 1, l, mask=r < G)
+        o_row = (b * HQ + h * G + r) * SPLITS + split                           # (ROWS,): (query head, split)
+        o = acc / tl.where(l > 0, l, 1.0)[:, None]                              # an empty split stores 0
+        tl.store(o_ptr + o_row[:, None] * D + d[None, :], o, mask=(r[:, None] < G) & dm)
+        tl.store(ml_ptr + o_row * 2, m, mask=r < G)
+        tl.store(ml_ptr + o_row * 2 + 1, l, mask=r < G)
 
 
 def paged_attention(q, k_pages, v_pages, table, lengths, splits: int = 8, block_n: int = 64):
     """q (B, Hq, hd); k/v_pages (n_blocks, Hkv, P, hd) with unit stride along hd; table (B, max_blocks) int32;
-    lengths (B,) keys per request (positions 0..length-1). -> (B, Hq, hd) in q's dtype.
+    lengths (B,) keys per request (positions 0..length-1), each at least 1. -> (B, Hq, hd) in q's dtype.
 
-    Split-KV (flash-decoding): each request's keys are cut into `splits` spans handled by separate
-    programs, whose partial softmaxes are merged by their maxima and sums afterwards. Without it the
-    longest request's one program per head walks all its pages alone while the others sit idle.
+    The defaults (8 splits, 64-key tiles) suit a few requests; the paged_kv pair's 32 requests run PagedKV's
+    4 and 128 (scripts/paged_probe.py). Split-KV (flash-decoding): each request's keys are cut into `splits`
+    spans handled by separate programs, whose partial softmaxes are merged by their maxima and sums
+    afterwards. Without it the longest request's one program per head walks all its pages alone while the
+    others sit idle.
     """
     _, Hkv, P, _ = k_pages.shape
     return _launch(q, k_pages, v_pages, table, lengths, splits, block_n, Hkv, P,
@@ -205,7 +209,8 @@ def _launch(q, k, v, table, lengths, splits, block_n, Hkv, P, strides):
     G = Hq // Hkv
     _paged_decode_kernel[(B, Hkv, splits)](q, k, v, table, lengths, part, ml, 1.0 / math.sqrt(hd), table.shape[1],
                                            *strides, HQ=Hq, G=G, P=P, D=hd, SPLITS=splits, BLOCK_N=block_n,
-                                           ROWS=max(16, triton.next_power_of_2(G)), DP=max(16, triton.next_power_of_2(hd)))
+                                           ROWS=max(16, triton.next_power_of_2(G)),
+                                           DP=max(16, triton.next_power_of_2(hd)))
     if splits == 1:
         return part[:, :, 0].to(q.dtype)
     m, l = ml[..., 0], ml[..., 1]

@@ -202,16 +202,43 @@ def test_the_interpreter_probe_runs_here_and_fails_on_a_wrong_count():
 
 def test_paged_attention_kernel_under_the_triton_interpreter():
     """The Triton kernel checked on the CPU with TRITON_INTERPRET=1, where Triton is installed: one program a
-    head walking several tiles, tiles of one page and of several, requests split over programs (some empty)."""
+    head walking several tiles, tiles of one page and of several, requests split over programs (some empty),
+    pages out of order in the pool, a request of one key."""
     code = ("import torch; from ch16.paged import PagedKV, masked_attention, paged_attention\n"
-            "torch.manual_seed(0); lengths = [5, 40, 17]\n"
+            "torch.manual_seed(0); lengths = [5, 40, 17, 1]\n"
             "kv = PagedKV(1, 2, 8, 16, lengths, torch.float32, 'cpu')\n"
-            "kv.k_pages.normal_(); kv.v_pages.normal_(); q = torch.randn(3, 4, 8); pos = torch.tensor(lengths) - 1\n"
+            "kv.table = torch.randperm(kv.k_pages.shape[1])[kv.table.long()].int()   # pages out of order\n"
+            "kv.k_pages.normal_(); kv.v_pages.normal_(); q = torch.randn(4, 4, 8); pos = torch.tensor(lengths) - 1\n"
             "ref = kv.attend_gather(0, q, pos, max(lengths))\n"
             "for splits, block_n in [(1, 16), (3, 16), (8, 64), (2, 32)]:\n"
             "    out = paged_attention(q, kv.k_pages[0], kv.v_pages[0], kv.table, pos + 1, splits, block_n)\n"
             "    assert torch.allclose(out, ref, atol=1e-5), (splits, block_n, (out - ref).abs().max())\n")
     _run_interpreted(code, timeout=120)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_kernels_entry_points_on_the_gpu_match_masked_attention():
+    """bf16 on the GPU, what the pairs run: paged_attention through a shuffled block table and attend_contiguous
+    over slabs (batching's engine), at the pairs' splits and tiles, with requests of one key among long ones."""
+    pytest.importorskip("triton")
+    from ch16.paged import PagedKV, attend_contiguous, masked_attention, paged_attention
+    torch.manual_seed(0)
+    lengths = [1, 700, 33, 1, 2048, 129]
+    kv = PagedKV(1, 8, 64, 16, lengths, torch.bfloat16, "cuda")
+    kv.table = torch.randperm(kv.k_pages.shape[1], device="cuda")[kv.table.long()].int()
+    kv.k_pages.normal_(), kv.v_pages.normal_()
+    q = torch.randn(len(lengths), 32, 64, device="cuda", dtype=torch.bfloat16)
+    pos = torch.tensor(lengths, device="cuda") - 1
+    ref = kv.attend_gather(0, q, pos, max(lengths)).float()
+    slabs = [kv.k_pages[0][kv.table[:, :128].long()].permute(0, 2, 1, 3, 4).flatten(2, 3),
+             kv.v_pages[0][kv.table[:, :128].long()].permute(0, 2, 1, 3, 4).flatten(2, 3)]   # (B, 8, 2048, 64)
+    for splits, block_n in [(4, 128), (8, 64), (1, 16)]:
+        out = paged_attention(q, kv.k_pages[0], kv.v_pages[0], kv.table, pos + 1, splits, block_n).float()
+        flat = attend_contiguous(q, *slabs, pos + 1, 16, splits, block_n).float()
+        for got in (out, flat):
+            assert torch.isfinite(got).all()
+            assert ((got - ref).norm() / ref.norm()).item() < 1e-2, (splits, block_n)
+    assert torch.equal(masked_attention(q, *slabs, pos).float(), ref)   # the reference reads the same keys
 
 
 def test_both_schedulers_generate_each_requests_greedy_tokens():
@@ -339,7 +366,7 @@ def _compile_for_hopper(kernel, signature: dict, constexprs: dict, options: dict
 
 
 PAGED_CONSTEXPRS = {"HQ": 32, "G": 4, "P": 16, "D": 64, "SPLITS": 8, "BLOCK_N": 64, "ROWS": 16, "DP": 64}
-PAGED_SIGNATURE = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "table_ptr": "*i32", "len_ptr": "*i32",
+PAGED_SIGNATURE = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "table_ptr": "*i32", "len_ptr": "*i64",
                    "o_ptr": "*fp32", "ml_ptr": "*fp32", "scale": "fp64", "max_blocks": "i32",
                    "stride_b": "i32", "stride_kb": "i32", "stride_kh": "i32",
                    "stride_kp": "i32"}
