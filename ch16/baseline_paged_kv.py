@@ -20,7 +20,7 @@ This is how the layout invites a first attention: one masked product over the ba
 the longest request. Measured on the H100 at aa626df (profiles/h100/ch16-aa626df): 7.152 ms a step,
 against 3.481 ms paged. scripts/paged_probe.py reads the same slabs with the paged variant's kernel, each
 request only up to its own length: 3.420 ms against 9.250 (6a8f3c4, other lengths), so the gain is
-reading only each request's keys, and paging (3.472 ms there) adds 1.5% for a quarter of the memory.
+reading only each request's keys; paging adds 3% at the same split and tile, for a quarter of the memory.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import math
