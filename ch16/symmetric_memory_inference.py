@@ -293,6 +293,7 @@ class InferenceServer8GPU:
             groups[name] = dist.new_group(ranks) if self.world > 1 and len(ranks) > 1 else None
         self.is_target, self.is_draft = self.rank in self.target_ranks, self.rank in self.draft_ranks
 
+        self.seed, self.deep_scale = seed, deep_scale      # what a one-process reference needs to rebuild the target
         full = build_target(self.cfg, seed, draft_depth, deep_scale, self.device, self.dtype)
         shards = {}
         if self.is_target:
@@ -411,7 +412,7 @@ def reference_run(model: Transformer, prompt, n_new: int, device, dtype):
 
 
 def check(server: InferenceServer8GPU, prompt_len: int = 16, n_new: int = 12, prompt_seed: int = 5,
-          deep_scale: float = 0.5, requests: int = 1) -> dict | None:
+          requests: int = 1) -> dict | None:
     """Serve `requests` requests one after another (each timed, after one untimed warm-up request) and
     compare each with a single-process greedy run of the same prompt; the report on rank 0 (None elsewhere).
 
@@ -424,7 +425,7 @@ def check(server: InferenceServer8GPU, prompt_len: int = 16, n_new: int = 12, pr
     prompts = [random_tokens(server.cfg, (1, prompt_len), prompt_seed + i, "cpu") for i in range(requests)]
     server.generate(random_tokens(server.cfg, (1, prompt_len), prompt_seed - 1, "cpu"), n_new)   # warm-up
     precision = "bf16" if server.dtype == torch.bfloat16 else "fp32"
-    reference = build_target(server.cfg, MODEL_SEED, server.depth, deep_scale, server.device, server.dtype)
+    reference = build_target(server.cfg, server.seed, server.depth, server.deep_scale, server.device, server.dtype)
     latencies, served, verdicts, kv_verdict = [], [], [], None
     for i, prompt in enumerate(prompts):
         _sync(server.device)
@@ -464,6 +465,7 @@ def check(server: InferenceServer8GPU, prompt_len: int = 16, n_new: int = 12, pr
             "requests": requests, "prompt_len": prompt_len, "tokens_per_s": requests * n_new / sum(latencies),
             "p50_latency_s": lat[math.ceil(0.5 * len(lat)) - 1], "p99_latency_s": lat[math.ceil(0.99 * len(lat)) - 1],
             "identical_token_requests": sum(r["tokens"] == r["reference_tokens"] for r in per_request),
+            "mean_acceptance": sum(r["acceptance"] for r in per_request) / len(per_request),
             "per_request": per_request,
             "ok": bool(all(v.ok for v, _ in verdicts) and kv_verdict.ok)}
 
@@ -500,7 +502,7 @@ def main(argv=None) -> int:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     server = InferenceServer8GPU(a.config, draft_depth=a.depth, deep_scale=a.scale, k=a.k,
                                  use_symmetric_kv=not a.no_symmetric, allreduce=a.allreduce, device=device)
-    report = check(server, a.prompt, a.new, deep_scale=a.scale, requests=a.requests)
+    report = check(server, a.prompt, a.new, requests=a.requests)
     ok = True
     if report is not None:
         ok = report["ok"]
@@ -513,7 +515,8 @@ def main(argv=None) -> int:
               f"KV: {report['kv']['message']}; {'PASS' if ok else 'FAIL'}", flush=True)
         print(f"{report['requests']} requests of {report['prompt_len']} + {report['n_new']} tokens ({report['config']}): "
               f"{report['tokens_per_s']:.1f} tokens/s, latency p50 {report['p50_latency_s'] * 1e3:.1f} ms, "
-              f"p99 {report['p99_latency_s'] * 1e3:.1f} ms; tokens identical to one process in "
+              f"p99 {report['p99_latency_s'] * 1e3:.1f} ms, mean α {report['mean_acceptance']:.2f}; tokens identical to "
+              f"one process in "
               f"{report['identical_token_requests']} of {report['requests']}", flush=True)
     if dist.is_initialized():
         flag = torch.tensor([0 if ok else 1], device=device)
