@@ -20,9 +20,9 @@ share of either schedule.
 The pair's size, measured on the H100 (reports under profiles/h100/): 64 requests on 16 slots with outputs
 around 128 ran alone for over nine minutes (0af4c72). With eager prefill chunks (1.48 s for a
 burst's 65), 32 requests took 4.5 s a call static and 2.9 s continuous (4e9eeb0); with graphed chunks 4.07 s
-and 2.39 s, 1.71x (1.68-1.73), 99 s for the pair (f68ba3f). This size, 24 requests, at aa626df (each slot's
-attention reading only its own keys): 2682 ms and 1516 ms, 1.768x (1.759-1.777), 69 s for the pair, the
-chapter in 195.8 s (profiles/h100/ch16-aa626df). The load sweep (200 requests a load) at 1702a9a: 1.03x at
+and 2.39 s, 1.71x (1.68-1.73), 99 s for the pair (f68ba3f). This size, 24 requests, at 155bfa6 (each slot's
+attention reading only its own keys): 2729 ms and 1550 ms, 1.74x (1.73-1.79), 71 s for the pair, the
+chapter in 207.4 s (profiles/h100/ch16-155bfa6; 1.768x at aa626df). The load sweep (200 requests a load) at 1702a9a: 1.03x at
 4 requests/s, 2.26x at 32 (profiles/h100/ch16-batching-1702a9a).
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702

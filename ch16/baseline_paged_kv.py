@@ -17,8 +17,8 @@ reads up to 32 x ~3000 x 32 KiB ≈ 3 GB of it per step (masked); the tokens act
 gives how many requests fit in 16 GiB either way).
 
 This is how the layout invites a first attention: one masked product over the batch's slabs, padded to
-the longest request. Measured on the H100 at aa626df (profiles/h100/ch16-aa626df): 7.152 ms a step,
-against 3.481 ms paged. scripts/paged_probe.py reads the same slabs with the paged variant's kernel, each
+the longest request. Measured on the H100 at 155bfa6 (profiles/h100/ch16-155bfa6): 7.178 ms a step,
+against 3.475 ms paged. scripts/paged_probe.py reads the same slabs with the paged variant's kernel, each
 request only up to its own length: 3.420 ms against 9.250 (6a8f3c4, other lengths), so the gain is
 reading only each request's keys; paging adds 3% at the same split and tile, for a quarter of the memory.
 """

@@ -13,8 +13,9 @@ so 64 tokens ≥ 36 ms alone. The pair's bytes_moved is the floor of any decoder
 weight read per k+1 = 5 tokens (every proposal accepted), 13 passes ≈ 7.4 ms.
 
 The setting (deep layers x0.25, k=4) is where speculative_sweep.py, on this prompt on the H100, measured
-α 0.81 and 1.75x (aa626df): a realistic acceptance rate where the draft pays. Measured by the harness at
-aa626df: 156.9 ms alone, 85.7 ms speculative, 1.83x (1.81-1.84) (profiles/h100/ch16-aa626df).
+α 0.81 and 1.75x (aa626df): an acceptance rate where the draft pays. The harness times another prompt
+each run (seed B is drawn at random), and α with it: 156.6 ms alone, 97.8 ms speculative, 1.601x
+(1.593-1.609) at 155bfa6; 1.83x at aa626df, 1.922x at 1702a9a (profiles/h100/ch16-*).
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import math

@@ -6,8 +6,8 @@ rounded up to a block, not max_len. The pool and table are built once; needs a G
 Why it wins: the baseline's masked product reads every request's slab up to the longest request; this
 kernel reads each request's own keys, 4 programs per (request, KV head) so the longest request is not
 read by one program alone (the first version, one program walking one page at a time, was 0.789x the
-baseline at c8b4e68). Measured on the H100 at aa626df: 3.481 ms a step against 7.152, 2.053x
-(2.043-2.068), 36.3 MiB of KV a request instead of 128 (profiles/h100/ch16-aa626df)."""
+baseline at c8b4e68). Measured on the H100 at 155bfa6: 3.475 ms a step against 7.178, 2.05x
+(2.04-2.07), 36.3 MiB of KV a request instead of 128 (profiles/h100/ch16-155bfa6)."""
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 from ch16.baseline_paged_kv import graphed
 from ch16.paged import PagedKV, varlen_decode_step
