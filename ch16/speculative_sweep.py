@@ -123,6 +123,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=pathlib.Path)
     a = ap.parse_args(argv)
     device = torch.device(a.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("error: ch16/speculative_sweep.py --device cuda needs a CUDA GPU; none is visible to PyTorch",
+              file=sys.stderr)
+        return 2
     rows = run(device, a.quick, a.scales, a.ks, a.reps, a.seed)
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)

@@ -323,10 +323,14 @@ def test_kv_cache_sweep_with_no_context_the_model_can_hold_says_so(capsys):
     assert "contexts 600 dropped" in out and err.startswith("error: no context")
 
 
-def test_kv_cache_sweep_without_a_gpu_says_so_in_one_line():
+@pytest.mark.parametrize("script,args", [("ch16/kv_cache_sweep.py", ["--device", "cuda"]),
+                                         ("ch16/speculative_sweep.py", ["--device", "cuda"]),
+                                         ("ch16/batching.py", ["--device", "cuda"]),
+                                         ("scripts/paged_probe.py", ["out.md"])])
+def test_the_gpu_scripts_without_a_gpu_say_so_in_one_line(script, args):
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible")
-    proc = _run_script("ch16/kv_cache_sweep.py", "--device", "cuda")
+    proc = _run_script(script, *args)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert lines[0].startswith("error:") and "needs a CUDA GPU; none is visible to PyTorch" in lines[0]
