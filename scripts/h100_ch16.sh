@@ -2,9 +2,9 @@
 # Chapter 16 on one GPU (written for an H100; an H200 runs it too): the decode pairs, the sweeps, the server on one rank.
 # Usage: scripts/h100_ch16.sh OUTDIR [PARTS]   PARTS: one or more (quoted) of decode serving probe sweeps server,
 # or all (the default); OUTDIR defaults to $OUT. BATCHING_ARGS: extra arguments for the load sweep (batching.py).
-# On the H100 at 6a8f3c4 the parts probe, server and sweeps (with a 50-request load sweep) took 249 s together;
-# the default load sweep (200 requests, 4 loads) and two pairs took 292 s at 1702a9a: give the full load sweep a
-# call of its own, or shorten it with BATCHING_ARGS. tp_decode is the 2-GPU script's.
+# On the H100 the parts probe, server and sweeps (with a 50-request load sweep) fit one 10-minute call together;
+# the default load sweep (200 requests, 4 loads) takes most of a call alone: give it a call of its own, or
+# shorten it with BATCHING_ARGS. tp_decode is the 2-GPU script's.
 # Each step has its own time limit (so a hung step still leaves the others and the archive); the script
 # exits 1 if any step failed or timed out, after running the rest.
 # What comes back: OUTDIR/ch16_<part>.tar.gz (reports, JSON, figures, logs) and OUTDIR/ch16_<part>.log,
