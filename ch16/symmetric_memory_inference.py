@@ -42,6 +42,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from ch16.batching import percentile
 from ch16.model import CONFIGS, Config, Transformer, apply_rope, attend, build_model, rope_tables, scale_deep_layers
 
 MODEL_SEED = 0
@@ -452,7 +453,6 @@ def check(server: InferenceServer8GPU, prompt_len: int = 16, n_new: int = 12, pr
     roles = server.roles()
     if server.rank != 0:
         return None
-    lat = sorted(latencies)
     first, stats = verdicts[0][0], served[0][1]
     per_request = [{"latency_s": t, "tokens": tok.tolist(), "reference_tokens": ref, "rounds": st["rounds"],
                     "acceptance": st["acceptance"], "decode": v.as_dict()}
@@ -463,7 +463,7 @@ def check(server: InferenceServer8GPU, prompt_len: int = 16, n_new: int = 12, pr
             "tokens": served[0][0].tolist(), "reference_tokens": verdicts[0][1], **stats,
             "wall_s": latencies[0], "decode": first.as_dict(), "kv": kv_verdict.as_dict(),
             "requests": requests, "prompt_len": prompt_len, "tokens_per_s": requests * n_new / sum(latencies),
-            "p50_latency_s": lat[math.ceil(0.5 * len(lat)) - 1], "p99_latency_s": lat[math.ceil(0.99 * len(lat)) - 1],
+            "p50_latency_s": percentile(latencies, 50), "p99_latency_s": percentile(latencies, 99),
             "identical_token_requests": sum(r["tokens"] == r["reference_tokens"] for r in per_request),
             "mean_acceptance": sum(r["acceptance"] for r in per_request) / len(per_request),
             "per_request": per_request,
