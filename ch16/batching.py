@@ -71,11 +71,11 @@ class Engine:
     On a GPU both steps are CUDA graphs, replayed: the decode step over all slots, and a prefill chunk
     padded to `chunk` tokens. The decode step's attention is paged.py's split-KV kernel over the slots'
     slabs in place, each slot reading only its own keys (with Triton; else masked over whole slabs).
-    Eager, a 128-token chunk of the ~1B model is hundreds of small launches, paid in host time: a 32-request burst's 65 chunks took 1.48 s of a 3.8 s static call on the H100 (1.92 s of
-    3.2 s continuous), the same chunks under either scheduler. The chunk graph reads its request's cache
-    from a one-slot scratch slab: the positions before the chunk are copied in, the chunk's K and V copied
-    out to the request's slot (the padding tokens write at the scratch position max_len - 1, which no real
-    query attends to).
+    Eager, a 128-token chunk of the ~1B model is hundreds of small launches, paid in host time: a 32-request
+    burst's 65 chunks took 1.48 s of a 3.8 s static call on the H100 (1.92 s of 3.2 s continuous), the same
+    chunks under either scheduler. The chunk graph reads its request's cache from a one-slot scratch slab: the
+    positions before the chunk are copied in, the chunk's K and V copied out to the request's slot (the
+    padding tokens write at the scratch position max_len - 1, which no real query attends to).
     """
 
     def __init__(self, model: Transformer, slots: int, max_len: int, chunk: int, graph: bool = True):
