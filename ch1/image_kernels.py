@@ -1,4 +1,4 @@
-"""The Triton kernels of the zero-copy pairs: preparing a batch of images for a model.
+"""The Triton kernels of the zero-copy pairs: preparing a batch of images, gathering rows of a table.
 
 Each kernel takes a pointer and does not care where it points. Given a CUDA tensor it reads device
 memory; given a tensor in pinned (page-locked) host memory it reads the host's RAM across PCIe, with
@@ -12,6 +12,7 @@ the launch fails with "Pointer argument cannot be accessed from Triton (cpu tens
     standardize_images(x, out)    out = (x - mean_i) / max(std_i, 1/sqrt(n)) in bf16 with each image's own
                                   mean and std (tf.image.per_image_standardization): a statistics kernel,
                                   then a normalizing kernel, so every input element is read twice
+    gather_rows(table, idx, out)  out[i] = table[idx[i]]: only the rows asked for are read, each once
 
 Importing this module without Triton works (TRITON is False), so that the pairs load and skip.
 """
@@ -72,13 +73,32 @@ if TRITON:
         y = (x - tl.load(mean_ptr + img)) * tl.load(rstd_ptr + img)
         tl.store(out_ptr + img * numel + offs, y.to(tl.bfloat16), mask=mask)
 
+    @triton.jit
+    def _gather_rows(table_ptr, idx_ptr, out_ptr, n_idx, D: tl.constexpr, ROWS: tl.constexpr):
+        # ROWS rows a program: their indices, then each row's D contiguous values, to the output's rows
+        r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+        live = r < n_idx
+        idx = tl.load(idx_ptr + r, mask=live, other=0).to(tl.int64)
+        cols = tl.arange(0, D)
+        rows = tl.load(table_ptr + idx[:, None] * D + cols[None, :], mask=live[:, None])
+        tl.store(out_ptr + r.to(tl.int64)[:, None] * D + cols[None, :], rows, mask=live[:, None])
 
-def normalize_channels(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+
+def gather_rows(table: torch.Tensor, idx: torch.Tensor, out: torch.Tensor, rows: int = 32) -> torch.Tensor:
+    """out[i] = table[idx[i]]; table (R, D) and idx (N,) on the GPU or in pinned host memory, out (N, D) on
+    the GPU. D must be a power of two (one program loads whole rows)."""
+    d = table.shape[1]
+    assert d & (d - 1) == 0 and table.is_contiguous() and out.shape == (idx.numel(), d)
+    _gather_rows[(triton.cdiv(idx.numel(), rows),)](table, idx, out, idx.numel(), D=d, ROWS=rows)
+    return out
+
+
+def normalize_channels(x: torch.Tensor, out: torch.Tensor, block: int = BLOCK, num_warps: int = 4) -> torch.Tensor:
     """x: (N, 3, H, W) float32, on the GPU or in pinned host memory; out: the same shape in bf16 on the GPU."""
     n, c, h, w = x.shape
     assert c == 3 and x.is_contiguous() and out.is_contiguous() and out.shape == x.shape
-    grid = (n * c, triton.cdiv(h * w, BLOCK))
-    _normalize_channels[grid](x, out, h * w, *MEAN, *(1.0 / s for s in STD), BLOCK=BLOCK)
+    grid = (n * c, triton.cdiv(h * w, block))
+    _normalize_channels[grid](x, out, h * w, *MEAN, *(1.0 / s for s in STD), BLOCK=block, num_warps=num_warps)
     return out
 
 
