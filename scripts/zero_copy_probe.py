@@ -46,12 +46,12 @@ def main(argv=None) -> int:
     images = values[0].pin_memory()
     out = torch.empty(images.shape, dtype=torch.bfloat16, device=dev)
     staged = torch.empty(images.shape, device=dev)
-    ref = normalize_channels(staged.copy_(images), torch.empty_like(out))
     new_images = lambda i: images.copy_(values[i % 2])  # noqa: E731
     measure("dense: DMA alone", lambda: staged.copy_(images, non_blocking=True), images.numel() * 4, new_images)
-    for block in (1024, 4096, 16384):
-        for warps in (4, 8):
+    for block in (512, 1024, 2048, 4096, 16384):
+        for warps in (2, 4, 8):
             fn = lambda b=block, nw=warps: normalize_channels(images, out, block=b, num_warps=nw)  # noqa: E731
+            ref = normalize_channels(staged.copy_(images), torch.empty_like(out))  # the values fed last
             assert torch.equal(fn(), ref), (block, warps)
             measure(f"dense: zero copy, BLOCK {block}, {warps} warps", fn, images.numel() * 4, new_images)
 

@@ -1,0 +1,50 @@
+"""A linear layer that transposes its weight on every call: y = x @ W.T.contiguous().
+
+Workload (GPU): the up projection of an 8B-class transformer's MLP, 4096 -> 14336, bf16, for a decode
+batch of 16 tokens. W is stored as nn.Linear stores it, (out, in) = (14336, 4096), 117 MB. The layer is
+written for a kernel that wants the weight as (in, out), so each call makes that copy first: a read and a
+write of all of W, then the product reads the copy. On a CPU: 64 tokens, 256 -> 512, fp32, to be checked.
+At --quick a GPU runs that small shape in bf16: a smoke test, not the chapter's result.
+
+Prepared once: W, in nn.Linear's layout. Per call: x (and, here, the transpose).
+
+Bound: memory. At 16 tokens the product is a matrix-vector-like read of W: 2 x 16 x 4096 x 14336 = 1.9
+GFLOP against 117 MB, 16 FLOP per byte, far below the H100's ridge (~250). Napkin math: the product alone
+reads W once, 0.04 ms at 3 TB/s; the transpose reads and writes it, 0.08 ms more. The fix is to not
+transpose at all: optimized_transposed_weight keeps a transposed copy made once, and
+optimized_transposed_weight_flag hands W as it is to cuBLAS with its transpose flag (what F.linear does).
+`ch13/transpose_sweep.py` measures all three from 1 to 4096 tokens, in bf16 and fp32.
+"""
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import torch
+
+from common import Workload
+
+BOUND = "memory"
+
+
+def shape(device, quick: bool):
+    return (16, 4096, 14336) if torch.device(device).type == "cuda" and not quick else (64, 256, 512)
+
+
+def linear_workload(seed: int, device, tokens: int, k: int, n: int, dtype) -> Workload:
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(tokens, k, device=device, generator=g).to(dtype)
+    w = (torch.randn(n, k, device=device, generator=g) / k**0.5).to(dtype)   # (out, in), as nn.Linear
+    return Workload(inputs={"x": x, "w": w}, once=("w",), flops=2.0 * tokens * k * n,
+                    bytes_moved=x.element_size() * (x.numel() + w.numel() + tokens * n))
+
+
+def workload(seed: int, device, quick: bool = False) -> Workload:
+    dtype = torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+    return linear_workload(seed, device, *shape(device, quick), dtype)
+
+
+def prepare(w: Workload):
+    x, weight = w.inputs["x"], w.inputs["w"]
+    return lambda: x @ weight.t().contiguous()   # a fresh (in, out) copy of W, every call
+
+
+if __name__ == "__main__":
+    from common import run_pair_file
+    run_pair_file(__file__)
