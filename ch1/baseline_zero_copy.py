@@ -1,6 +1,6 @@
 """Normalize a batch of images that arrives in pinned host memory: copy it to the GPU, then compute.
 
-Workload: 256 RGB images of 224x224 in float32 (154 MB), in pinned host memory: the batch a loader
+Workload: 64 RGB images of 224x224 in float32 (38.5 MB), in pinned host memory: the batch a loader
 hands the training loop each step (DataLoader(pin_memory=True)). One kernel subtracts each channel's
 dataset mean, divides by its std and writes bf16 for the model (ch1/image_kernels.py): every input
 byte is read exactly once.
@@ -10,11 +10,12 @@ the kernel reading that buffer. The kernel waits for the whole copy, and the bat
 memory twice more (written by the DMA, read by the kernel). optimized_zero_copy runs the same kernel
 on the pinned buffer itself. Prepared once: the device buffers. Per call: the batch in `images`.
 
-Bound: transfer (the host-to-device link). Napkin math: 154 MB at the measured 55 GB/s is 2.8 ms;
-the kernel on device memory reads 154 MB and writes 77 MB, ~0.08 ms at 3 TB/s. A single pass over
-data used once is zero copy's case: what it can save is that 0.08 ms, a launch and the wait between
-them, if SMs reading across PCIe reach the copy engine's rate. baseline_zero_copy_reuse is the case
-where it loses.
+Bound: transfer (the host-to-device link). Napkin math: 38.5 MB at the measured 55 GB/s is 0.70 ms;
+the kernel on device memory reads 38.5 MB and writes 19 MB, ~0.02 ms at 3 TB/s. A single pass over
+data used once is zero copy's case: it saves that kernel's pass over device memory and the wait
+between the copy and the kernel, if SMs reading across PCIe keep up with the copy engine. How that
+plays out from 1 to 256 images is ch1/zero_copy_sweep.py's figure; baseline_zero_copy_reuse is the
+case where zero copy loses.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
@@ -29,7 +30,7 @@ REQUIRES = ("triton",)
 
 def image_batch(seed: int, device, quick: bool) -> Workload:
     """A pinned float32 batch of images with values in [0, 1), and the bytes that cross the link."""
-    n = 16 if quick else 256
+    n = 16 if quick else 64
     g = torch.Generator().manual_seed(seed)
     images = torch.rand(n, 3, 224, 224, generator=g).pin_memory()
     return Workload(inputs={"images": images, "device": torch.device(device)},

@@ -1,16 +1,17 @@
 """A linear layer that transposes its weight on every call: y = x @ W.T.contiguous().
 
-Workload (GPU): the up projection of an 8B-class transformer's MLP, 4096 -> 14336, bf16, for a decode
-batch of 16 tokens. W is stored as nn.Linear stores it, (out, in) = (14336, 4096), 117 MB. The layer is
+Workload (GPU): the up projection of a 70B-class transformer's MLP, 8192 -> 28672, bf16, for a decode
+batch of 16 tokens. W is stored as nn.Linear stores it, (out, in) = (28672, 8192), 470 MB. The layer is
 written for a kernel that wants the weight as (in, out), so each call makes that copy first: a read and a
 write of all of W, then the product reads the copy. On a CPU: 64 tokens, 256 -> 512, fp32, to be checked.
 At --quick a GPU runs that small shape in bf16: a smoke test, not the chapter's result.
 
 Prepared once: W, in nn.Linear's layout. Per call: x (and, here, the transpose).
 
-Bound: memory. At 16 tokens the product is a matrix-vector-like read of W: 2 x 16 x 4096 x 14336 = 1.9
-GFLOP against 117 MB, 16 FLOP per byte, far below the H100's ridge (~250). Napkin math: the product alone
-reads W once, 0.04 ms at 3 TB/s; the transpose reads and writes it, 0.08 ms more. The fix is to not
+Bound: memory. At 16 tokens the product is a matrix-vector-like read of W: 2 x 16 x 8192 x 28672 = 7.5
+GFLOP against 470 MB, 16 FLOP per byte, far below the H100's ridge (~250). Napkin math: the product alone
+reads W once, 0.16 ms at 3 TB/s; the transpose reads and writes it, 0.31 ms more at the copy rate, and a
+transposing copy does not run at the copy rate (one side of it is read or written with a stride). The fix is to not
 transpose at all: optimized_transposed_weight keeps a transposed copy made once, and
 optimized_transposed_weight_flag hands W as it is to cuBLAS with its transpose flag (what F.linear does).
 `ch13/transpose_sweep.py` measures all three from 1 to 4096 tokens, in bf16 and fp32.
@@ -24,7 +25,7 @@ BOUND = "memory"
 
 
 def shape(device, quick: bool):
-    return (16, 4096, 14336) if torch.device(device).type == "cuda" and not quick else (64, 256, 512)
+    return (16, 8192, 28672) if torch.device(device).type == "cuda" and not quick else (64, 256, 512)
 
 
 def linear_workload(seed: int, device, tokens: int, k: int, n: int, dtype) -> Workload:

@@ -1,7 +1,7 @@
 """The transposed weight made once and kept: y = x @ Wt, with Wt = W.T.contiguous() prepared at load time.
 
 The layer's kernel still gets the (in, out) layout it wants, but the copy is made once, when the model is
-loaded, not on every call: each call reads W's 117 MB once instead of three times (read, write, read
+loaded, not on every call: each call reads W's 470 MB once instead of three times (read, write, read
 again). Memory: a second copy of W if the original is kept; drop it (as here, the layer only holds Wt)
 and there is none. Prepared once: Wt. Per call: x.
 """

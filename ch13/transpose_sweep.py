@@ -1,7 +1,7 @@
 """When does transposing a linear layer's weight cost anything? The transposed_weight pair across token
 counts and dtypes.
 
-For the pair's 4096 -> 14336 projection and each token count M and dtype, one call of each way to get the
+For the pair's 8192 -> 28672 projection and each token count M and dtype, one call of each way to get the
 (in, out) operand (ch13/baseline_transposed_weight.py and its variants):
 
     transpose per call   x @ W.t().contiguous()   a copy of W made in every call (the baseline)
@@ -25,8 +25,10 @@ import torch.nn.functional as F
 
 from ch13.baseline_transposed_weight import linear_workload, shape
 from common.timing import time_call
+from common.verify import verify_outputs
 
 WAYS = ("transpose per call", "transposed once", "transpose flag")
+PRECISION = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 def ways(x: torch.Tensor, w: torch.Tensor) -> dict:
@@ -44,12 +46,13 @@ def sweep(tokens: list[int], dtypes: list[str], budget_s: float, log=print) -> l
             x = wl.inputs["x"]
             fresh = [torch.randn_like(x) for _ in range(2)]
             fns = ways(x, wl.inputs["w"])
-            ref = fns[WAYS[2]]()
+            ref = fns[WAYS[2]]().clone()
             row = {"dtype": dtype, "tokens": m, "flops": wl.flops}
             for way, fn in fns.items():
-                out = fn()
-                if not torch.allclose(out.float(), ref.float(), rtol=2e-2, atol=2e-2 * ref.float().abs().max().item()):
-                    raise SystemExit(f"error: {way} differs from the flag's output at {m} tokens, {dtype}")
+                verdict = verify_outputs([ref], [fn()], PRECISION[dtype])   # the harness's tolerance
+                if not verdict.ok:
+                    raise SystemExit(f"error: {way} at {m} tokens, {dtype}, against the flag's output: {verdict.message}")
+                row[f"{way} error"] = verdict.rel_err
                 row[way] = time_call(fn, dev, budget_s=budget_s, feed=lambda i: x.copy_(fresh[i % 2])).median_ms
             log(f"{dtype:9s} {m:5d} tokens: " + "  ".join(f"{w} {row[w]:.4f} ms" for w in WAYS), flush=True)
             rows.append(row)
@@ -80,7 +83,7 @@ def plot(rows: list[dict], path: pathlib.Path) -> None:
         ax.set_yscale("log")
         ax.set_xlabel("tokens (M)")
         ax.set_ylabel("ms per call")
-        ax.set_title(f"{dtype}, 4096 -> 14336", fontsize=9)
+        ax.set_title(f"{dtype}, 8192 -> 28672", fontsize=9)
         ax.legend(fontsize=7)
     fig.suptitle(torch.cuda.get_device_name(), fontsize=9)
     fig.tight_layout()
