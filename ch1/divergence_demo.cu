@@ -20,7 +20,8 @@
 //
 // Build: make -C ch1 divergence_demo
 // Prints, per version: ms, speedup over version 1, and Gelem/s; exits 1 if any version disagrees with the
-// CPU (every 101st element, computed with the same fmaf steps) or with version 1 anywhere.
+// CPU (every 101st element, computed with the same fmaf steps) or with version 1 anywhere. Built with
+// -DINJECT_FAULT, one element of version 3 is off by one ulp, and the run must say MISMATCH and FAIL.
 // Bound: compute (fp32 issue): 8M x (1024 + 2048) / 2 instructions a thread on average, without divergence.
 #include <cub/cub.cuh>
 #include <functional>
@@ -114,6 +115,9 @@ int main() {
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaMemcpy(got.data(), out, N * sizeof(float), cudaMemcpyDeviceToHost));
     if (v == 0) first = got;
+#ifdef INJECT_FAULT  // the check's negative control: nvcc -DINJECT_FAULT moves one element of version 3 by one ulp
+    if (v == 2) got[N / 2 + 1] = std::nextafter(got[N / 2 + 1], INFINITY);
+#endif
     double worst = 0.0;
     for (int i = 0; i < N; i += 101) {
       double ref = work(hx[i], hkey[i]);

@@ -1,9 +1,10 @@
 // l2_persist_demo.cu: keeping a reused table in L2 while a stream of data flows past it.
 //
-// out[i] = in[i] * lut[h(i)] for 256M elements: in and out (1 GiB each) are touched once, the 24 MiB table
-// lut is read at scattered places (h is a multiplicative hash), each entry 43 times per call. The H100's
-// L2 is 50 MB: the table fits, but the stream moves 2 GiB through the same L2, and each streamed line can
-// evict a table line. A table read that misses L2 fetches a 32-byte sector from DRAM for 4 useful bytes.
+// out[i] = in[i] * lut[row(i / 32) * 32 + i % 32] for 256M elements: in and out (1 GiB each) are touched
+// once; the 24 MiB table lut is read a 128-byte row at a time (a warp's 32 elements read one row: an
+// embedding-row lookup), the row picked by a multiplicative hash, each row 43 times per call. The H100's
+// L2 is 50 MB: the table fits, but the stream moves 2 GiB through the same L2 between a row's reads, and
+// each streamed line can evict a table line. A table read that misses L2 goes to DRAM.
 //
 //   1. plain                   ordinary loads and stores: the cache decides
 //   2. streaming hints         in and out with __ldcs / __stcs (evict-first): the stream marks itself as
@@ -13,11 +14,17 @@
 //                              streaming) inside an L2 set-aside of cudaLimitPersistingL2CacheSize: its
 //                              lines are kept against the stream's
 //
+// A first version read one scattered 4-byte entry per element (h(i), not a row): there the window cut the
+// DRAM reads from 3.25 to 1.48 GB (Nsight Compute) and the time did not move (2.800 -> 2.801 ms), because
+// 32 different sectors per warp load made L2 request throughput, not DRAM, the limit
+// (profiles/h100/topics-0920610/logs/l2_ncu.log). Residency pays only where DRAM is the bottleneck.
+//
 // Build: make -C ch1 l2_persist_demo
 // Prints the set-aside granted, then per version: ms, DRAM-side GB/s of the stream (2 GiB over the time),
 // and speedup over version 1; exits 1 if a version disagrees with the CPU (on a sample) or with version 1.
-// L2 hit rates need Nsight Compute (lts__t_sector_hit_rate.pct; ch1/README.md has the command).
-// Bound: memory (the stream: 2 GiB read and written) once the table's reads hit L2.
+// Built with -DINJECT_FAULT, one element of version 3 is off by one ulp: the run must say MISMATCH and FAIL.
+// L2 hit rates and DRAM bytes need Nsight Compute (ch1/README.md has the command).
+// Bound: memory: 8 bytes of stream per element, plus 4 for every table read that misses L2.
 #include <cstdint>
 #include <cstring>
 
@@ -26,8 +33,12 @@
 constexpr int THREADS = 256;
 constexpr int64_t N = int64_t(1) << 28;     // the stream: 256M floats in, 256M out
 constexpr int64_t LUT = int64_t(6) << 20;   // the table: 6M floats, 24 MiB
+constexpr int64_t ROW = 32;                 // floats per table row: 128 bytes, one cache line
 
-__host__ __device__ inline int64_t h(int64_t i) { return (int64_t)(((uint64_t)i * 2654435761ull) % LUT); }
+// The table entry element i reads: row hash(i / 32), column i % 32.
+__host__ __device__ inline int64_t h(int64_t i) {
+  return (int64_t)(((uint64_t)(i / ROW) * 2654435761ull) % (LUT / ROW)) * ROW + i % ROW;
+}
 
 __global__ void plain(const float* __restrict__ in, const float* __restrict__ lut, float* __restrict__ out) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < N; i += (int64_t)gridDim.x * blockDim.x)
@@ -92,6 +103,9 @@ int main() {
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaMemcpy(got.data(), out, N * sizeof(float), cudaMemcpyDeviceToHost));  // legacy stream: waits
     if (v == 0) first = got;
+#ifdef INJECT_FAULT  // the check's negative control: nvcc -DINJECT_FAULT moves one element of version 3 by one ulp
+    if (v == 2) got[N / 2 + 1] = std::nextafter(got[N / 2 + 1], INFINITY);
+#endif
     double worst = 0.0;
     for (int64_t i = 0; i < N; i += 1009) worst = std::max(worst, (double)std::fabs(got[i] - hin[i] * hlut[h(i)]));
     bool same = std::memcmp(got.data(), first.data(), N * sizeof(float)) == 0;

@@ -25,7 +25,8 @@
 //
 // Build: make -C ch1 restrict_demo
 // Prints, per version: ms, GB/s (A read once, x and y once), % of the measured copy bandwidth, and the
-// speedup over version 1; exits 1 if any version disagrees with the CPU.
+// speedup over version 1; exits 1 if any version disagrees with the CPU. Built with -DINJECT_FAULT, one
+// row of version 4 reads as unwritten (NaN), and the run must say MISMATCH and FAIL.
 // Bound: memory: 4 bytes of A per multiply-add (A is 1 GiB: 2^18 rows x 2^10 columns).
 #include <cstdint>
 
@@ -108,6 +109,9 @@ int main() {
     v.k<<<blocks, THREADS>>>(A, x, y, ROWS, COLS);
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaMemcpy(out.data(), y, ROWS * sizeof(float), cudaMemcpyDeviceToHost));
+#ifdef INJECT_FAULT  // the check's negative control: nvcc -DINJECT_FAULT leaves one row of version 4 unwritten
+    if (v.k == gemv_local_restrict) out[ROWS / 2] = NAN;
+#endif
     double err = rel_error(out.data(), ref.data(), ROWS);
     bool pass = err < 1e-5;  // fp32 sums of 1024 products, against double
     std::printf("check %-34s rel. error %.2e  %s\n", v.name, err, pass ? "ok" : "MISMATCH");

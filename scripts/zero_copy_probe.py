@@ -31,6 +31,7 @@ def main(argv=None) -> int:
         return 2
     from ch1 import baseline_host_gather as hg
     from ch1.image_kernels import gather_rows, normalize_channels
+    from ch1.zero_copy_sweep import feed_host
     from common.timing import time_call
 
     dev = torch.device("cuda")
@@ -46,7 +47,7 @@ def main(argv=None) -> int:
     images = values[0].pin_memory()
     out = torch.empty(images.shape, dtype=torch.bfloat16, device=dev)
     staged = torch.empty(images.shape, device=dev)
-    new_images = lambda i: images.copy_(values[i % 2])  # noqa: E731
+    new_images = lambda i: feed_host(images, values[i % 2])  # noqa: E731
     measure("dense: DMA alone", lambda: staged.copy_(images, non_blocking=True), images.numel() * 4, new_images)
     for block in (512, 1024, 2048, 4096, 16384):
         for warps in (2, 4, 8):
@@ -63,7 +64,7 @@ def main(argv=None) -> int:
     other = [idx.clone(), torch.randint(0, table.shape[0], idx.shape, generator=g)]
     measure("gather: zero copy, the same indices each call", lambda: gather_rows(table, idx, gout), link)
     measure("gather: zero copy, new indices each call", lambda: gather_rows(table, idx, gout), link,
-            lambda i: idx.copy_(other[i % 2]))
+            lambda i: feed_host(idx, other[i % 2]))
     staging = torch.empty(idx.numel(), table.shape[1]).pin_memory()
     measure("gather, parts: CPU index_select alone", lambda: torch.index_select(table, 0, idx, out=staging), link,
             on=torch.device("cpu"))  # host work: timed by the host's clock
