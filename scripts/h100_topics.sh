@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Issue 26's single-GPU topics on one GPU (written for an H100): the new pairs, sweeps and CUDA samples, and
+# each sample's negative control. Usage: scripts/h100_topics.sh OUTDIR [PARTS]   PARTS: one or more (quoted)
+# of samples pairs zero_copy sweeps, or all (the default). About 7 minutes on an H100 for all.
+# Each step has its own time limit, so a hung step still leaves the others and the archive; exit 1 if any step
+# failed (a negative control must fail: its step passes when the sample exits 1 and says MISMATCH).
+# What comes back: OUTDIR/topics_<parts>.tar.gz (reports, JSON, figures, logs) and OUTDIR/topics_<parts>.log.
+set -uo pipefail
+out=${1:-${OUT:?usage: scripts/h100_topics.sh OUTDIR [PARTS]}}
+part=${2:-all}
+py=${PYTHON:-python3}
+work=$(mktemp -d)
+mkdir -p "$out" "$work/logs"
+export PYTHONUNBUFFERED=1
+rc=0 failed=""
+step() { local name=$1 limit=$2; shift 2; echo "== $name" >&2
+  timeout "$limit" "$@" > "$work/logs/$name.log" 2>&1; local r=$?
+  grep -v '^      ' "$work/logs/$name.log" | tail -"${TAIL:-12}"; echo "== $name: exit $r" >&2
+  [ $r -eq 0 ] || { rc=1; failed="$failed $name"; }; return 0; }
+run_part() {
+  case $1 in
+    samples)
+      step build 180 make -C ch1 restrict_demo divergence_demo l2_persist_demo restrict_loads
+      for s in restrict_demo divergence_demo l2_persist_demo; do step "$s" 120 "ch1/bin/${s}_sm90"; done
+      step restrict_ncu 150 ncu --launch-count 4 --kernel-name regex:gemv --metrics gpu__time_duration.sum,smsp__inst_executed_op_global_ld.sum,smsp__inst_executed_op_global_st.sum,lts__t_sectors_op_write.sum,dram__bytes_read.sum ch1/bin/restrict_demo_sm90
+      step divergence_ncu 120 ncu --launch-count 2 --kernel-name "regex:divergent|grouped" --metrics gpu__time_duration.sum,smsp__thread_inst_executed_per_inst_executed.ratio,smsp__inst_executed.sum ch1/bin/divergence_demo_sm90
+      step l2_ncu 180 ncu --launch-count 3 --kernel-name "regex:plain|streaming" --metrics gpu__time_duration.sum,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed ch1/bin/l2_persist_demo_sm90
+      for s in restrict_demo divergence_demo l2_persist_demo; do
+        step "${s}_inject_fault" 150 bash -c 'nvcc -std=c++17 -O3 -arch=sm_90 -Icommon/cuda -DINJECT_FAULT "ch1/$1.cu" -o "$2" || exit 2
+          got=$("$2"); r=$?; echo "$got"; echo "sample exit $r (a negative control must exit 1 and say MISMATCH)"
+          [ $r -eq 1 ] && grep -q MISMATCH <<< "$got"' _ "$s" "$work/${s}_fault"
+      done ;;
+    pairs)
+      TAIL=40 step pairs 300 $py benchmark.py --pair zero_copy --pair zero_copy_reuse --pair host_gather \
+        --pair grad_accumulation --pair transposed_weight --output "$work/pairs" ;;
+    zero_copy)
+      step zero_copy_sweep 120 $py ch1/zero_copy_sweep.py --out "$work/zero_copy_sweep"
+      step zero_copy_probe 90 $py scripts/zero_copy_probe.py "$work/probe/zero_copy_probe.md" ;;
+    sweeps)
+      step grad_accumulation_sweep 150 $py ch1/grad_accumulation_sweep.py --cap-gb 1 --out "$work/grad_accumulation_sweep"
+      step transpose_sweep 150 $py ch13/transpose_sweep.py --out "$work/transpose_sweep"
+      step wave_sweep 180 $py ch13/wave_sweep.py --out "$work/wave_sweep" ;;
+    *) echo "unknown part $1 (samples, pairs, zero_copy, sweeps or all)" >&2; rc=1; failed="$failed $1" ;;
+  esac
+}
+if [ "$part" = all ]; then parts="samples pairs zero_copy sweeps"; else parts=$part; fi
+tag=${part// /-}
+for p in $parts; do run_part "$p"; done
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,pcie.link.gen.max,pcie.link.width.max --format=csv > "$work/logs/gpu.csv" 2>/dev/null
+tar -czf "$out/topics_${tag}.tar.gz" -C "$work" .
+cat "$work"/logs/*.log > "$out/topics_${tag}.log" 2>/dev/null
+[ $rc -eq 0 ] || echo "failed:$failed" >&2
+exit $rc
