@@ -120,12 +120,12 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=1.0, help="seconds of timing per count")
     ap.add_argument("--out", type=pathlib.Path, required=True, help="folder for the results")
     a = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("error: ch1/grad_accumulation_sweep.py needs a CUDA GPU; none is visible to PyTorch", file=sys.stderr)
-        return 2
     bad = [k for k in a.micro if k < 1 or 65536 % k]
     if bad:
         print(f"error: --micro {bad[0]} does not divide the 65,536-token batch", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("error: ch1/grad_accumulation_sweep.py needs a CUDA GPU; none is visible to PyTorch", file=sys.stderr)
         return 2
     rows = sweep(a.micro, a.budget)
     capped = under_cap(a.micro, a.cap_gb) if a.cap_gb else []

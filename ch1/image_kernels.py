@@ -31,8 +31,8 @@ except ImportError:  # the pairs declare REQUIRES = ("triton",)
 
 MEAN = (0.485, 0.456, 0.406)  # ImageNet's per-channel statistics, for images scaled to [0, 1]
 STD = (0.229, 0.224, 0.225)
-BLOCK = 1024  # elements per program, 4 KB of fp32: on the H100 a 1024 block read host memory at 51 GB/s, 4096 at 45.8
-#              (scripts/zero_copy_probe.py)
+BLOCK = 1024  # elements per program, 4 KB of fp32. Reading a pinned 154 MB batch on the H100 (4 warps), a 1024 block
+#              ran at 50.1 GB/s and a 4096 block at 44.8 (scripts/zero_copy_probe.py, profiles/h100/topics-8009ac6)
 
 if TRITON:
     @triton.jit

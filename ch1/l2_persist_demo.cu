@@ -15,8 +15,8 @@
 //                              lines are kept against the stream's
 //
 // A first version read one scattered 4-byte entry per element (h(i), not a row): there the window cut the
-// DRAM reads from 3.25 to 1.48 GB (Nsight Compute) and the time did not move (2.800 -> 2.801 ms), because
-// 32 different sectors per warp load made L2 request throughput, not DRAM, the limit
+// DRAM reads from 3.25 to 1.48 GB and the kernel did not get faster (2.77 -> 2.80 ms, both in Nsight Compute),
+// because 32 different sectors per warp load made L2 requests, not DRAM, the limit
 // (profiles/h100/topics-0920610/logs/l2_ncu.log). Residency pays only where DRAM is the bottleneck.
 //
 // Build: make -C ch1 l2_persist_demo

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from ch13.baseline_transposed_weight import linear_workload, shape
+from ch13.sweep import cannot_sweep
 from common.timing import time_call
 from common.verify import verify_outputs
 
@@ -98,9 +99,9 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=0.5, help="seconds of timing per point and way")
     ap.add_argument("--out", type=pathlib.Path, required=True, help="folder for the results")
     a = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("error: ch13/transpose_sweep.py needs a CUDA GPU; none is visible to PyTorch", file=sys.stderr)
-        return 2
+    refused = cannot_sweep(a.out, "cuBLAS products", triton=False)
+    if refused:
+        return refused
     rows = sweep(a.tokens, a.dtypes, a.budget)
     a.out.mkdir(parents=True, exist_ok=True)
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,

@@ -168,3 +168,17 @@ def test_zero_copy_kernels_under_the_triton_interpreter_match_torch():
     the torch references within bf16 rounding. The pairs run the same kernels on pinned host memory."""
     from test_ch16 import _run_interpreted
     _run_interpreted(IMAGE_KERNELS_CHECK, timeout=300)
+
+
+def test_the_gpu_scripts_of_the_new_topics_fail_in_one_line(tmp_path):
+    """The zero-copy sweep and probe and the gradient-accumulation sweep: a bad argument, and (without a GPU)
+    the missing GPU, each one `error:` line, exit 2, no traceback, no folder left behind."""
+    from test_ch13 import no_gpu, one_error_line
+    assert "does not divide" in one_error_line(["ch1/grad_accumulation_sweep.py", "--micro", "3", "--out", str(tmp_path)])
+    if not no_gpu():
+        pytest.skip("with a GPU these scripts run")
+    for cmd in (["ch1/zero_copy_sweep.py", "--out", str(tmp_path / "zc")],
+                ["ch1/grad_accumulation_sweep.py", "--out", str(tmp_path / "ga")],
+                ["scripts/zero_copy_probe.py", str(tmp_path / "probe" / "p.md")]):
+        assert "needs a CUDA GPU" in one_error_line(cmd)
+    assert not any(tmp_path.iterdir())

@@ -196,7 +196,8 @@ def test_walkthrough_on_cuda_without_a_gpu_is_one_error_line():
     assert "no CUDA GPU" in one_error_line(["ch13/profile_walkthrough.py", "--device", "cuda"])
 
 
-@pytest.mark.parametrize("script", ["autotune_sweep.py", "persistent_sweep.py", "alignment_sweep.py"])
+@pytest.mark.parametrize("script", ["autotune_sweep.py", "persistent_sweep.py", "alignment_sweep.py", "wave_sweep.py",
+                                    "transpose_sweep.py"])
 def test_the_gpu_sweeps_fail_in_one_line(script, tmp_path):
     """ch13/sweep.py's refusal, as each sweep gives it: an --out that is a file, then (without a GPU) no CUDA;
     neither leaves a folder behind."""
