@@ -1,4 +1,4 @@
-"""Zero copy's pitfall: data read twice from pinned host memory crosses PCIe twice.
+"""Pitfall: zero copy on data read twice, so it crosses PCIe twice.
 
 The baseline's two kernels given the pinned host tensor: the statistics pass reads the whole batch
 across the link, and the normalizing pass reads it across the link again. Nothing caches it on the

@@ -113,7 +113,8 @@ def test_smem_prefetch_extension_builds_without_tma(arch, tmp_path):
 
 @needs_nvcc
 @pytest.mark.parametrize("name", ["arithmetic_intensity_demo", "batched_gemm_example", "launch_bounds_demo",
-                                  "smem_prefetch_demo"])
+                                  "smem_prefetch_demo", "restrict_demo", "divergence_demo", "l2_persist_demo",
+                                  "cluster_dsmem_demo"])
 def test_each_sample_has_a_make_rule_of_its_name(name):
     """`make NAME` (the chapter guide's spelling) builds bin/NAME_<arch>; dry run, nothing is built."""
     proc = subprocess.run(["make", "-n", "-B", "-C", str(CH1), name, "ARCH=sm_90", "PYTHON=true"],
@@ -211,3 +212,78 @@ def test_smem_prefetch_workload_declares_the_weights_once():
     assert w.once == ("b",)
     n = w.inputs["a"].shape[0]
     assert n % 128 == 0 and w.flops == 2.0 * n**3
+
+
+@pytest.mark.parametrize("chapter, name", [("ch1", "zero_copy"), ("ch1", "zero_copy_reuse"), ("ch1", "host_gather"),
+                                           ("ch1", "grad_accumulation"), ("ch13", "transposed_weight")])
+def test_the_topic_pairs_explain_themselves(chapter, name):
+    """Issue 26's pairs: each file explains its version; the baseline states its bound, napkin math and what is
+    prepared once; a slower-on-purpose variant says so in its first word (pitfall) or declares a trade-off."""
+    from common.discover import load_pair, pair_files
+    base, opts = pair_files(ROOT / chapter)[name]
+    pair = load_pair(int(chapter[2:]), name, base, opts)
+    doc = pair.baseline.module.__doc__
+    assert "Bound:" in doc and "Napkin math" in doc and "Prepared once" in doc, base.name
+    for v in [pair.baseline, *pair.variants]:
+        assert len((v.module.__doc__ or "").split()) > 40, f"{v.path.name}: the docstring should explain the version"
+    for v in pair.variants:
+        kind = getattr(v.module, "KIND", "optimized")
+        assert (kind == "pitfall") == v.module.__doc__.startswith("Pitfall"), (v.path.name, kind)
+
+
+def ptx_counts(src, tmp_path) -> dict[str, dict[str, int]]:
+    """{kernel: {instruction: count}} of the global loads and stores, ex2 and fma in one .cu file's PTX (sm_90)."""
+    out = tmp_path / (src.stem + ".ptx")
+    proc = subprocess.run([NVCC, "-std=c++17", "-O3", "-arch=sm_90", f"-I{ROOT / 'common' / 'cuda'}", "-ptx", str(src),
+                           "-o", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts, kernel = {}, None
+    for line in out.read_text().splitlines():
+        m = re.search(r"\.entry (\w+)\(", line)
+        if m:
+            kernel = m.group(1)
+            counts[kernel] = {}
+        m = re.match(r"\s*(?:@%p\d+\s+)?((?:ld|st)\.global[.\w]*|ex2\.approx[.\w]*|fma\.rn\.f32)\s", line)
+        if m and kernel:
+            counts[kernel][m.group(1)] = counts[kernel].get(m.group(1), 0) + 1
+    return counts
+
+
+@needs_nvcc
+def test_restrict_turns_loads_read_only_and_takes_the_stores_out_of_the_loop(tmp_path):
+    """restrict_demo.cu's premise in its PTX: the __restrict__ kernels load through the non-coherent path
+    (ld.global.nc) and the others never do; accumulating in y without the keyword stores y in the unrolled loop
+    (several stores), with it once (the zeroing and the final store)."""
+    counts = ptx_counts(CH1 / "restrict_demo.cu", tmp_path)
+    for kernel, c in counts.items():
+        nc = sum(n for i, n in c.items() if i.startswith("ld.global.nc"))
+        plain = sum(n for i, n in c.items() if i.startswith("ld.global") and ".nc" not in i)
+        assert (nc > 0 and plain == 0) if "restrict" in kernel else (plain > 0 and nc == 0), (kernel, c)
+    stores = {k: sum(n for i, n in c.items() if i.startswith("st.global")) for k, c in counts.items()}
+    assert find(stores, "gemv_y_may_alias") > 2 >= find(stores, "gemv_y_restrict"), stores
+    assert find(stores, "gemv_local_may_alias") == 1, stores
+
+
+@needs_nvcc
+def test_sfu_demo_puts_each_share_of_exp2_on_the_pipe_it_names(tmp_path):
+    """sfu_balance_demo.cu: the all-MUFU kernel is ex2 instructions and (almost) no FMAs, the all-polynomial one
+    has no ex2, and the 2:1 kernel has twice as many ex2 as polynomials (6 FMAs each)."""
+    counts = ptx_counts(ROOT / "ch13" / "sfu_balance_demo.cu", tmp_path)
+    ex2 = {k: sum(n for i, n in c.items() if i.startswith("ex2")) for k, c in counts.items()}
+    fma = {k: c.get("fma.rn.f32", 0) for k, c in counts.items()}
+    kernel = {share: next(k for k in counts if f"ILi{share}E" in k) for share in (0, 2, 3)}  # MUFU_OF_3
+    mufu, poly, mixed = kernel[3], kernel[0], kernel[2]
+    assert ex2[poly] == 0 and ex2[mufu] > 0 and fma[mufu] <= 2, (ex2, fma)
+    polys_in_mixed = (fma[mixed] - fma[mufu]) / 6
+    assert ex2[mixed] == 2 * round(polys_in_mixed) and fma[poly] >= 6 * ex2[mufu], (ex2, fma)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("src", ["ch1/restrict_demo.cu", "ch1/divergence_demo.cu", "ch1/l2_persist_demo.cu",
+                                 "ch1/cluster_dsmem_demo.cu", "ch13/sfu_balance_demo.cu"])
+def test_each_negative_control_builds(src, tmp_path):
+    """Each new sample's check is shown failing on the GPU by a build with -DINJECT_FAULT
+    (scripts/h100_topics.sh); that build must keep compiling."""
+    proc = subprocess.run([NVCC, "-std=c++17", "-O3", "-arch=sm_90", f"-I{ROOT / 'common' / 'cuda'}", "-DINJECT_FAULT",
+                           "-c", str(ROOT / src), "-o", str(tmp_path / "x.o")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
