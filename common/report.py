@@ -20,6 +20,7 @@ from typing import Callable
 # that still import them from this module.
 from common.files import atomic_write, atomic_write_json, finite  # noqa: F401
 from common.physics import SLACK
+from common.verdict import recommendations, results_verdicts
 
 SCHEMA_VERSION = 1
 REGRESSION_PCT = 5.0          # a change smaller than this is never called a regression, however tight the intervals
@@ -232,7 +233,6 @@ def summary_markdown(doc: dict) -> str:
     notes = _Notes()
     lines = _header_lines(doc) + _results_table(doc, notes) + _details_table(doc) + _overlap_table(doc, notes)
     lines += _failures_section(doc) + _suspect_section(doc) + _two_modes_section(doc)
-    from common.verdict import results_verdicts  # the verdict and next step below half the ceiling
     verdicts = results_verdicts(doc, always=False)
     if verdicts:
         lines += [""] + verdicts.rstrip("\n").split("\n")
@@ -494,15 +494,17 @@ def _two_modes_section(doc: dict) -> list[str]:
 
 # ----------------------------------------------------------------------------- write
 def write_report(doc: dict, outdir: Path, draw: Callable[[dict, Path], list[Path]] | None = None) -> list[Path]:
-    """summary.md, the figures `draw(doc, outdir)` writes (common.figures.write_figures: speedup.png and
-    roofline.png; none without `draw`), then results.json: written last, its presence means the run finished."""
+    """summary.md, recommendations.md (common.verdict.recommendations: what to fix first), the figures
+    `draw(doc, outdir)` writes (common.figures.write_figures: speedup.png and roofline.png; none without `draw`),
+    then results.json: written last, its presence means the run finished."""
     doc = finite(doc)
     problems = validate_results(doc)
     if problems:
         raise ValueError("results do not follow the schema: " + "; ".join(problems[:5]))
     outdir = Path(outdir)
     atomic_write(outdir / "summary.md", [summary_markdown(doc)])
-    written = [outdir / "summary.md"] + (list(draw(doc, outdir)) if draw else [])
+    atomic_write(outdir / "recommendations.md", [recommendations(doc)])
+    written = [outdir / "summary.md", outdir / "recommendations.md"] + (list(draw(doc, outdir)) if draw else [])
     atomic_write_json(outdir / "results.json", doc)
     return written + [outdir / "results.json"]
 

@@ -38,7 +38,8 @@ HBM, kernels): they are given for GPU runs only. A CPU run gets none of them: it
 the code runs, they are not results, and "fill the tensor cores" is no advice for a CPU.
 
 Run as a script on a harness report: `python common/verdict.py profiles/runs/<run>/results.json`
-prints the verdict and a next step for every optimized variant below half its ceiling.
+prints the verdict and a next step for every optimized variant below half its ceiling; with `--recommend`,
+what to fix first across the run (`recommendations`, which every report also writes as recommendations.md).
 """
 from __future__ import annotations
 
@@ -207,12 +208,102 @@ def results_verdicts(results: dict, always: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _trusted(v: dict) -> bool:
+    return bool(v.get("verified")) and not v.get("suspect") and not v.get("error") and v.get("median_ms") is not None
+
+
+def _fastest(pair: dict) -> dict | None:
+    """What a reader would ship of this pair: its fastest trusted optimized variant, else its trusted baseline."""
+    fast = [v for v in pair.get("variants", []) if _trusted(v) and v.get("kind", "optimized") == "optimized"]
+    base = pair.get("baseline") or {}
+    pool = fast or ([base] if _trusted(base) else [])
+    return min(pool, key=lambda v: v["median_ms"]) if pool else None
+
+
+def _untrusted(pair: dict) -> list[str]:
+    """One line per reason not to trust a figure of this pair: the pair failed, or a variant failed or is SUSPECT."""
+    key, out = f"ch{pair.get('chapter')}/{pair.get('name')}", []
+    if pair.get("error") and not pair.get("variants"):
+        out.append(f"**{key}** did not run to the end: {pair['error']}")
+    for v in [pair.get("baseline") or {}, *pair.get("variants", [])]:
+        if not v or v.get("skipped"):
+            continue
+        if v.get("error") or v.get("verified") is False:
+            why = v.get("error") or (v.get("verification") or {}).get("message") or "failed verification"
+            out.append(f"**{key}** {v.get('name')}: FAILED, {why}")
+        elif v.get("suspect"):
+            out.append(f"**{key}** {v.get('name')}: SUSPECT, {v['suspect']}")
+    return out
+
+
+def recommendations(results: dict) -> str:
+    """recommendations.md: what to fix first in one run, each item citing the measured figure behind it.
+
+    First, every figure that cannot be trusted (a failed verification, a crash, a SUSPECT time): a speedup
+    on a wrong answer is no result. Then each GPU pair's fastest trusted implementation (its fastest verified
+    optimized variant, else its baseline), ranked by how far it stays from its measured ceiling: the share of
+    the ceiling it reaches, and the milliseconds per call between its time and the floor that share implies
+    (median x (1 - share)), with the next step common.verdict's rules give for it (and the profiler's kernel
+    count, where the run was profiled). Pairs without a share of a ceiling are listed apart, with the reason.
+    A CPU run gets the first list only: its figures check that the code runs; they are not results.
+    """
+    dev = results.get("device") or {}
+    lines = ["# What to fix first", "",
+             f"From the run on {dev.get('name', '?')} at commit `{results.get('git_commit', '?')}`"
+             f"{' (--quick: a smoke run, not results)' if results.get('quick') else ''}, by common/verdict.py. "
+             "Untrusted figures come first; then each pair's fastest verified implementation, furthest from its "
+             "measured ceiling first.", ""]
+    untrusted = [line for pair in results.get("pairs", []) for line in _untrusted(pair)]
+    lines += ["## Not trusted: fix these before reading any speedup", ""]
+    lines += [f"{i}. {line}" for i, line in enumerate(untrusted, 1)] or ["None: every variant that ran verified."]
+    ranked, apart = [], []
+    for pair in results.get("pairs", []):
+        where = device_type(results, pair)
+        best = _fastest(pair)
+        if where not in (None, "cuda") or best is None:
+            continue
+        key = f"ch{pair.get('chapter')}/{pair.get('name')}"
+        pct = best.get("pct_of_ceiling")
+        if pct is None:
+            apart.append(f"- **{key}** ({best['name']}, {best['median_ms']:.4g} ms): no share of a ceiling"
+                         f"{': ' + best['ceiling_note'] if best.get('ceiling_note') else ''}")
+            continue
+        m = {"pct_of_ceiling": pct, "bound": pair.get("bound")}
+        if best.get("kernels_per_call"):
+            m.update(kernels_per_step=best["kernels_per_call"], mean_kernel_us=1000.0 * best["median_ms"] / best["kernels_per_call"])
+        ranked.append((pct, key, best, [f for f in verdict(m, device_type="cuda")]))
+    if any(device_type(results, p) not in (None, "cuda") for p in results.get("pairs", [])):
+        lines += ["", "Pairs run on a CPU are not ranked: a CPU's figures check that the code runs; they are not results."]
+    if ranked:
+        lines += ["", "## Furthest from the ceiling", ""]
+        for i, (pct, key, best, findings) in enumerate(sorted(ranked, key=lambda r: r[0]), 1):
+            left = best["median_ms"] * max(0.0, 1.0 - pct / 100.0)
+            lines.append(f"{i}. **{key}**: {best['name']} at {pct:.1f}% of {best.get('ceiling') or 'its ceiling'} "
+                         f"({pair_bound(results, key)}-bound), {best['median_ms']:.4g} ms a call, {left:.4g} ms above "
+                         f"the floor that share implies.")
+            lines += [f"   {f.line()[2:]}" for f in findings] or ["   Good by Triton's grading: what is left is "
+                                                                  "the bound itself (fewer bytes or FLOPs)."]
+    if apart:
+        lines += ["", "## Not ranked (no share of a ceiling applies)", ""] + apart
+    return "\n".join(lines) + "\n"
+
+
+def pair_bound(results: dict, key: str) -> str:
+    for pair in results.get("pairs", []):
+        if f"ch{pair.get('chapter')}/{pair.get('name')}" == key:
+            return str(pair.get("bound"))
+    return "?"
+
+
 def main(argv: list[str]) -> int:
     """The script: 0 with the verdicts printed, 2 with one `error:` line when the report cannot be read."""
-    usage = "usage: python common/verdict.py RESULTS.json (a harness report)"
+    usage = ("usage: python common/verdict.py [--recommend] RESULTS.json (a harness report): the verdicts, or with "
+             "--recommend what to fix first (the recommendations.md every report now has)")
     if argv in (["-h"], ["--help"]):
         print(usage)
         return 0
+    recommend = argv[:1] == ["--recommend"]
+    argv = argv[1:] if recommend else argv
     if len(argv) != 1 or argv[0].startswith("-"):
         print(f"error: {usage}", file=sys.stderr)
         return 2
@@ -226,7 +317,7 @@ def main(argv: list[str]) -> int:
         print(f"error: {argv[0]} is not a harness report (results.json: an object with a list of pairs)", file=sys.stderr)
         return 2
     try:
-        text = results_verdicts(doc)
+        text = recommendations(doc) if recommend else results_verdicts(doc)
     except (KeyError, TypeError, AttributeError, ValueError) as e:  # keys present but of the wrong kind
         print(f"error: {argv[0]} is not a harness report: malformed ({type(e).__name__}: {e})", file=sys.stderr)
         return 2

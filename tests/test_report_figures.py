@@ -12,7 +12,7 @@ import pytest
 from common import figures
 from common.files import atomic_write
 from common.report import (CompareRefused, compare_runs, entries, format_with_ci, pair_key, speedup_interval,
-                           speedup_text, summary_markdown, validate_results, write_report)
+                           speedup_text, summary_markdown, validate_results, variant_status, write_report)
 
 H100_CEILINGS = {"copy_gbps": 3008.0, "h2d_gbps": 55.0, "launch_us": 9.2,
                  "matmul_tflops": {"fp32": 51.7, "tf32": 355.0, "bf16": 658.0, "fp16": 636.0}}
@@ -313,7 +313,7 @@ def test_write_report_writes_every_file_readable(tmp_path):
         written = write_report(doc, tmp_path, draw=figures.write_figures)
     finally:
         os.umask(old)
-    names = {"summary.md", "speedup.png", "roofline.png", "results.json"}
+    names = {"summary.md", "recommendations.md", "speedup.png", "roofline.png", "results.json"}
     assert {p.name for p in written} == names and {p.name for p in tmp_path.iterdir()} == names
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o644 for p in written)
 
@@ -332,10 +332,19 @@ def test_write_report_writes_every_file_readable(tmp_path):
     for name in ("speedup.png", "roofline.png"):
         assert png_problem((tmp_path / name).read_bytes()) is None, name
 
+    # recommendations.md lists every failed or SUSPECT variant, and the crashed pair, before any ranking
+    rec = (tmp_path / "recommendations.md").read_text()
+    untrusted = rec.split("## Furthest")[0]
+    for p in doc["pairs"]:
+        for v in entries(p):
+            if variant_status(v)[0] in ("FAILED", "SUSPECT") and not v.get("skipped"):
+                assert f"{v['name']}: {variant_status(v)[0]}" in untrusted, (pair_key(p), v["name"])
+    assert "**ch1/crashes** did not run to the end: crashed (exit code -11)" in untrusted
+
 
 def test_write_report_without_draw_writes_the_summary_and_results_only(tmp_path):
     written = write_report(all_pass_run(), tmp_path)
-    assert {p.name for p in written} == {"summary.md", "results.json"}
+    assert {p.name for p in written} == {"summary.md", "recommendations.md", "results.json"}
     assert not (tmp_path / "speedup.png").exists()
 
 

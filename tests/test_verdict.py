@@ -85,3 +85,49 @@ def test_the_script_prints_the_verdicts(tmp_path):
     r = subprocess.run([sys.executable, str(Path(V.__file__).resolve()), str(path)], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0 and "tensor cores" in r.stdout and not r.stderr
+    r = subprocess.run([sys.executable, str(Path(V.__file__).resolve()), "--recommend", str(path)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == V.recommendations(result("cuda")) + "\n" and not r.stderr
+
+
+def ranked_pairs(doc: dict) -> list[str]:
+    """The pair keys of recommendations.md's ranking, in its order."""
+    text = V.recommendations(doc)
+    ranking = text.split("## Furthest from the ceiling")[1].split("## ")[0] if "## Furthest" in text else ""
+    return [line.split("**")[1] for line in ranking.splitlines() if line[:1].isdigit()]
+
+
+def test_recommendations_rank_the_fastest_verified_variant_furthest_from_its_ceiling_first():
+    """Three GPU pairs: the one whose best verified variant reaches the smallest share of its ceiling comes first,
+    each line quoting that share and the milliseconds a call above the floor it implies; a faster variant that
+    failed verification neither counts as the pair's best nor escapes the untrusted list."""
+    doc = result("cuda")
+    far = copy.deepcopy(doc["pairs"][0])            # best verified variant at 12% (tf32, 1.0 ms)
+    near = copy.deepcopy(far)
+    near.update(name="near")
+    near["variants"][0].update(pct_of_ceiling=92.0, median_ms=0.5)
+    wrong = copy.deepcopy(far)
+    wrong.update(name="wrong")
+    wrong["variants"][0].update(pct_of_ceiling=40.0)
+    wrong["variants"].append({"name": "optimized_wrong_fast", "median_ms": 0.1, "verified": False, "kind": "optimized",
+                              "pct_of_ceiling": 99.0, "verification": {"message": "relative error 3e-2"}})
+    doc["pairs"] = [near, wrong, far]
+    assert ranked_pairs(doc) == ["ch1/tensor_cores", "ch1/wrong", "ch1/near"]
+    text = V.recommendations(doc)
+    assert "optimized_tensor_cores_tf32 at 12.0% of matmul_tflops.tf32 (compute-bound), 1 ms a call, 0.88 ms above" in text
+    assert "**ch1/wrong** optimized_wrong_fast: FAILED, relative error 3e-2" in text.split("## Furthest")[0]
+    assert "optimized_wrong_fast at" not in text.split("## Furthest")[1]
+    assert "many small kernels" in text        # the profiler's kernel count, where the run has one
+
+
+def test_recommendations_rank_no_cpu_pair_and_list_pairs_without_a_ceiling_apart():
+    """A CPU run's figures are not results: nothing is ranked, and it says why. A GPU pair without a share of a
+    ceiling is listed apart with the harness's reason, never ranked."""
+    assert ranked_pairs(result("cpu")) == []
+    assert "Pairs run on a CPU are not ranked" in V.recommendations(result("cpu"))
+    doc = result("cuda")
+    v = doc["pairs"][0]["variants"][0]
+    v.update(pct_of_ceiling=None, ceiling_note="working set under 4x the cache")
+    doc["pairs"][0]["baseline"]["pct_of_ceiling"] = None
+    assert ranked_pairs(doc) == []
+    assert "no share of a ceiling: working set under 4x the cache" in V.recommendations(doc)
