@@ -3,15 +3,17 @@
 //
 // 128 signals of 32,768 floats each take 1000 steps of a 3-point diffusion stencil,
 //     y[i] = 0.25 (x[i-1] + x[i+1]) + 0.5 x[i]      (zero beyond the signal's ends)
-// A signal is split over 8 blocks of 256 threads, 4096 floats (16 KB) each: too long for one block's shared
-// memory to hold twice (double buffered), and each step every block needs one value from each neighbour.
+// A signal (128 KB) is too long for one block's shared memory to hold twice (double buffered), so it is split
+// over 8 blocks of 256 threads, 4096 floats (16 KB) each, and each step every block needs one value from each
+// neighbour.
 //
 //   1. a kernel per step          no block keeps anything: each of 1000 launches reads the signals from global
 //                                 memory (L2: 16 MB) and writes them back. The obvious version
 //   2. cluster, global exchange   one launch, the 8 blocks of a signal are one cluster (__cluster_dims__(8)):
 //                                 each keeps its segment in shared memory for all 1000 steps. Per step, its
-//                                 two edge values go out through global memory (a store, cluster.sync(), an
-//                                 L2 load by the neighbour: __ldcg, since L1 is not coherent)
+//                                 two edge values go out through global memory (a store before the step's
+//                                 cluster.sync(), an L2 load by the neighbour after it: __ldcg, since L1 is
+//                                 not coherent)
 //   3. cluster, DSMEM exchange    2 with the neighbour's edge read straight from its shared memory
 //                                 (cluster.map_shared_rank): an SM-to-SM load, no trip through L2
 //
@@ -53,56 +55,64 @@ __global__ void step_global(const float* __restrict__ x, float* __restrict__ y) 
   }
 }
 
-// The steps of one block inside a cluster; `halo(cur, step, left, right)` fetches the neighbours' edges.
-template <typename Halo>
-__device__ void run_steps(const float* x, float* y, int steps, Halo halo) {
+// The steps of one block inside a cluster, its segment double-buffered in shared memory. One cluster.sync() a
+// step in both versions: after it, this step's values are complete everywhere, and each block fetches its two
+// halo values for the next step, from global memory (DSMEM false) or from the neighbours' shared memory.
+template <bool DSMEM>
+__device__ void run_steps(const float* x, float* y, float* edges, int steps) {
   __shared__ float buf[2][SEG];
   cg::cluster_group cluster = cg::this_cluster();
   int rank = (int)cluster.block_rank(), sig = blockIdx.x / CLUSTER;
+  // the global-exchange version's edge slots: [parity][rank][first, last] for this signal; a value for step s
+  // lives in parity s % 2, so a fast block writing step s + 2's edges never overwrites ones still to be read
+  float* slots = edges + (int64_t)sig * 2 * CLUSTER * 2;
+  auto publish = [&](const float* v, int step) {   // the edges of v (this block's values at `step`)
+    if (DSMEM) return;                              // DSMEM: the neighbours read them where they are
+    float* slot = slots + (step & 1) * CLUSTER * 2;
+    if (threadIdx.x == 0) slot[rank * 2] = v[0];                    // this thread computed v[0]...
+    if (threadIdx.x == THREADS - 1) slot[rank * 2 + 1] = v[SEG - 1];  // ...and this one v[SEG - 1]
+  };
   const float* s = x + (int64_t)sig * LEN + rank * SEG;
   for (int k = 0; k < PER_THREAD; ++k) buf[0][k * THREADS + threadIdx.x] = s[k * THREADS + threadIdx.x];
+  publish(buf[0], 0);
   cluster.sync();
   for (int step = 0; step < steps; ++step) {
     float* cur = buf[step & 1];
     float* nxt = buf[(step + 1) & 1];
     float left = 0.0f, right = 0.0f;
-    halo(cluster, cur, step, rank, left, right);   // every thread calls it: it may hold a cluster.sync()
+    if (DSMEM) {   // an SM-to-SM load from the neighbour's shared memory
+#ifdef INJECT_FAULT
+      const int off = 1;   // the negative control: one element off
+#else
+      const int off = 0;
+#endif
+      if (threadIdx.x == 0 && rank > 0) left = cluster.map_shared_rank(cur, rank - 1)[SEG - 1 - off];
+      if (threadIdx.x == THREADS - 1 && rank < CLUSTER - 1) right = cluster.map_shared_rank(cur, rank + 1)[off];
+    } else {       // an L2 load of what the neighbour published (L1 is not coherent: __ldcg)
+      const float* slot = slots + (step & 1) * CLUSTER * 2;
+      if (threadIdx.x == 0 && rank > 0) left = __ldcg(slot + (rank - 1) * 2 + 1);
+      if (threadIdx.x == THREADS - 1 && rank < CLUSTER - 1) right = __ldcg(slot + (rank + 1) * 2);
+    }
     for (int k = 0; k < PER_THREAD; ++k) {
       int i = k * THREADS + threadIdx.x;
       float l = i > 0 ? cur[i - 1] : left, r = i < SEG - 1 ? cur[i + 1] : right;
       nxt[i] = stencil(l, cur[i], r);
     }
-    cluster.sync();   // this step's nxt complete everywhere before anyone reads it as cur
+    publish(nxt, step + 1);
+    cluster.sync();   // releases this step's values (and edges) at cluster scope; acquires the neighbours'
   }
   float* out = y + (int64_t)sig * LEN + rank * SEG;
   for (int k = 0; k < PER_THREAD; ++k) out[k * THREADS + threadIdx.x] = buf[steps & 1][k * THREADS + threadIdx.x];
 }
 
-// 2. Halos through global memory: each block publishes its two edges, the cluster syncs, neighbours load them
-// from L2. Two slots by step parity, so a fast block's next edges never overwrite ones still to be read.
+// 2. Halos through global memory.
 __global__ void __cluster_dims__(CLUSTER, 1, 1) cluster_global(const float* x, float* y, float* edges, int steps) {
-  float* mine = edges + (int64_t)(blockIdx.x / CLUSTER) * 2 * CLUSTER * 2;   // [parity][rank][first, last]
-  run_steps(x, y, steps, [&](cg::cluster_group& cluster, float* cur, int step, int rank, float& left, float& right) {
-    float* slot = mine + (step & 1) * CLUSTER * 2;
-    if (threadIdx.x == 0) slot[rank * 2] = cur[0];
-    if (threadIdx.x == THREADS - 1) slot[rank * 2 + 1] = cur[SEG - 1];
-    cluster.sync();   // release the edges at cluster scope; acquire the neighbours'
-    if (threadIdx.x == 0 && rank > 0) left = __ldcg(slot + (rank - 1) * 2 + 1);
-    if (threadIdx.x == THREADS - 1 && rank < CLUSTER - 1) right = __ldcg(slot + (rank + 1) * 2);
-  });
+  run_steps<false>(x, y, edges, steps);
 }
 
-// 3. Halos read from the neighbours' shared memory: the previous step's cluster.sync() already made them visible.
+// 3. Halos from the neighbours' shared memory.
 __global__ void __cluster_dims__(CLUSTER, 1, 1) cluster_dsmem(const float* x, float* y, float* edges, int steps) {
-  run_steps(x, y, steps, [&](cg::cluster_group& cluster, float* cur, int, int rank, float& left, float& right) {
-#ifdef INJECT_FAULT
-    const int off = 1;   // the negative control: one element off
-#else
-    const int off = 0;
-#endif
-    if (threadIdx.x == 0 && rank > 0) left = cluster.map_shared_rank(cur, rank - 1)[SEG - 1 - off];
-    if (threadIdx.x == THREADS - 1 && rank < CLUSTER - 1) right = cluster.map_shared_rank(cur, rank + 1)[0 + off];
-  });
+  run_steps<true>(x, y, edges, steps);
 }
 
 int main() {

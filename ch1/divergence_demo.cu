@@ -11,10 +11,12 @@
 //                              made before the call: the work arrived grouped, e.g. sorted upstream); thread
 //                              j computes element idx[j]: warps agree, except the one warp at the boundary
 //   3. grouped, list per call  2 with the list built inside the timed call by cub::DevicePartition::If: what
-//                              grouping costs when the keys are new every call
+//                              grouping costs when it must be redone every call (the keys are the same each
+//                              call here; their 32 MiB and the indices' 32 MiB do not fit the 50 MiB L2 together)
 //
-// The loads through idx are gathers and the stores scatters, but each element does ~3000 FLOPs for 12 bytes,
-// so the kernel stays bound by issue, not by memory. Nsight Compute's "average active threads per
+// The loads through idx are gathers and the stores scatters, but each element does about 1,600 instructions of
+// work (Nsight Compute: 420M warp instructions for 8M elements, grouped) for 12 bytes, so the kernel stays bound
+// by issue, not by memory. Nsight Compute's "average active threads per
 // instruction" (smsp__thread_inst_executed_per_inst_executed.ratio, 32 at best) shows the divergence:
 // ch1/README.md has the command.
 //

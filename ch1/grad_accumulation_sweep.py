@@ -20,6 +20,10 @@ import torch
 
 from ch1.baseline_grad_accumulation import gradient_step, workload
 from common.timing import time_call
+from common.verify import TOLERANCE
+
+
+GRAD_TOLERANCE = TOLERANCE["bf16"][0]   # relative: the harness's bf16 tolerance, the pair's own check
 
 
 def peak_gb(fn) -> float:
@@ -43,6 +47,9 @@ def sweep(micro: list[int], budget_s: float, log=print) -> list[dict]:
             p.grad = None                                # the step's own gradients count in its peak
         mem = peak_gb(fn)
         err = max(((g - r).norm() / r.norm()).item() for g, r in zip(fn(), ref))
+        if not err <= GRAD_TOLERANCE:   # NaN fails too
+            raise SystemExit(f"error: {k} micro-batches give a gradient {err:.2e} from the full batch's (over the "
+                             f"bf16 tolerance {GRAD_TOLERANCE})")
         ms = time_call(fn, torch.device("cuda"), budget_s=budget_s, compute_bound=True).median_ms
         rows.append({"micro_batches": k, "tokens_per_slice": x.shape[0] // k, "ms": ms, "peak_gb": mem,
                      "tflops": w.flops / (ms * 1e-3) / 1e12, "grad_rel_error": err})

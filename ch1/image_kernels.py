@@ -127,3 +127,49 @@ def reference_images(x: torch.Tensor) -> torch.Tensor:
     mean = flat.mean(dim=1, keepdim=True)
     std = flat.std(dim=1, unbiased=False, keepdim=True).clamp_min(1.0 / math.sqrt(flat.shape[1]))
     return ((flat - mean) / std).to(torch.bfloat16).view_as(x)
+
+
+def reference_gather(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    return table[idx.to(table.device)]
+
+
+def main(argv=None) -> int:
+    """Check the three kernels against torch on pinned host inputs (zero copy) and on device inputs."""
+    import argparse
+    import os
+    import sys
+    argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="On a GPU: checks each kernel on pinned host "
+                            "memory and on device memory against torch. Without one: TRITON_INTERPRET=1 runs them on "
+                            "the CPU.").parse_args(argv)
+    if not TRITON:
+        print("error: ch1/image_kernels.py needs Triton, which this Python cannot import", file=sys.stderr)
+        return 2
+    gpu = torch.cuda.is_available()
+    if not gpu and os.environ.get("TRITON_INTERPRET") != "1":
+        print("error: ch1/image_kernels.py needs a CUDA GPU (or TRITON_INTERPRET=1 to run the kernels on the CPU)",
+              file=sys.stderr)
+        return 2
+    dev = "cuda" if gpu else "cpu"
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(5, 3, 40, 120, generator=g)
+    table, idx = torch.randn(1000, 64, generator=g), torch.randint(0, 1000, (77,), generator=g)
+    sources = {"pinned host": (x.pin_memory(), table.pin_memory(), idx.pin_memory())} if gpu else {}
+    sources["device"] = (x.to(dev), table.to(dev), idx.to(dev))
+    for where, (xs, ts, ids) in sources.items():
+        checks = {
+            "normalize_channels": (normalize_channels(xs, torch.empty(x.shape, dtype=torch.bfloat16, device=dev)),
+                                   reference_channels(x.to(dev))),
+            "standardize_images": (standardize_images(xs, torch.empty(x.shape, dtype=torch.bfloat16, device=dev),
+                                                      torch.empty(2, 5, device=dev)), reference_images(x.to(dev))),
+            "gather_rows": (gather_rows(ts, ids, torch.empty(77, 64, device=dev)), reference_gather(table.to(dev), idx)),
+        }
+        for name, (out, ref) in checks.items():
+            err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+            print(f"{name:20s} {where:12s} max error {err:.1e} of max|ref|  {'ok' if err <= 2 ** -6 else 'MISMATCH'}")
+            if not err <= 2 ** -6:
+                return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

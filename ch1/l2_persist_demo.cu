@@ -3,7 +3,7 @@
 // out[i] = in[i] * lut[row(i / 32) * 32 + i % 32] for 256M elements: in and out (1 GiB each) are touched
 // once; the 24 MiB table lut is read a 128-byte row at a time (a warp's 32 elements read one row: an
 // embedding-row lookup), the row picked by a multiplicative hash, each row 43 times per call. The H100's
-// L2 is 50 MB: the table fits, but the stream moves 2 GiB through the same L2 between a row's reads, and
+// L2 is 50 MiB: the table fits, but the stream moves 2 GiB through the same L2 between a row's reads, and
 // each streamed line can evict a table line. A table read that misses L2 goes to DRAM.
 //
 //   1. plain                   ordinary loads and stores: the cache decides
@@ -15,14 +15,15 @@
 //                              lines are kept against the stream's
 //
 // A first version read one scattered 4-byte entry per element (h(i), not a row): there the window cut the
-// DRAM reads from 3.25 to 1.48 GB and the kernel did not get faster (2.77 -> 2.80 ms, both in Nsight Compute),
-// because 32 different sectors per warp load made L2 requests, not DRAM, the limit
-// (profiles/h100/topics-0920610/logs/l2_ncu.log). Residency pays only where DRAM is the bottleneck.
+// DRAM reads from 3.25 to 1.48 GB and the kernel did not get faster (2.77 -> 2.80 ms, both in Nsight Compute;
+// profiles/h100/topics-0920610/logs/l2_ncu.log): DRAM was not what limited it. What did (each warp's load
+// touching 32 sectors points at L2 requests) was not measured. Residency pays only where DRAM is the limit.
 //
 // Build: make -C ch1 l2_persist_demo
 // Prints the set-aside granted, then per version: ms, DRAM-side GB/s of the stream (2 GiB over the time),
 // and speedup over version 1; exits 1 if a version disagrees with the CPU (on a sample) or with version 1.
-// Built with -DINJECT_FAULT, one element of version 3 is off by one ulp: the run must say MISMATCH and FAIL.
+// Built with -DINJECT_FAULT, one sampled element of version 1 reads as unwritten (NaN): the run must say MISMATCH
+// and FAIL.
 // L2 hit rates and DRAM bytes need Nsight Compute (ch1/README.md has the command).
 // Bound: memory: 8 bytes of stream per element, plus 4 for every table read that misses L2.
 #include <cstdint>
@@ -84,8 +85,8 @@ int main() {
   attr.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
   attr.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
   CUDA_CHECK(cudaStreamSetAttribute(s_window, cudaStreamAttributeAccessPolicyWindow, &attr));
-  std::printf("L2 %d MB; table %.1f MB; persisting set-aside granted %.1f MB (device max %.1f MB), "
-              "window %.1f MB, hit ratio %.2f\n", prop.l2CacheSize >> 20, lut_bytes / 1048576.0,
+  std::printf("L2 %d MiB; table %.1f MiB; persisting set-aside granted %.1f MiB (device max %.1f MiB), "
+              "window %.1f MiB, hit ratio %.2f\n", prop.l2CacheSize >> 20, lut_bytes / 1048576.0,
               granted / 1048576.0, prop.persistingL2CacheMaxSize / 1048576.0,
               attr.accessPolicyWindow.num_bytes / 1048576.0, attr.accessPolicyWindow.hitRatio);
 
@@ -104,14 +105,14 @@ int main() {
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaMemcpy(got.data(), out, N * sizeof(float), cudaMemcpyDeviceToHost));  // legacy stream: waits
     if (v == 0) first = got;
-#ifdef INJECT_FAULT  // the check's negative control: nvcc -DINJECT_FAULT moves one element of version 3 by one ulp
-    if (v == 2) got[N / 2 + 1] = std::nextafter(got[N / 2 + 1], INFINITY);
+#ifdef INJECT_FAULT  // the check's negative control: nvcc -DINJECT_FAULT leaves one sampled element of version 1 unwritten
+    if (v == 0) got[1009 * 1000] = NAN;
 #endif
-    double worst = 0.0;
-    for (int64_t i = 0; i < N; i += 1009) worst = std::max(worst, (double)std::fabs(got[i] - hin[i] * hlut[h(i)]));
+    size_t off = 0;  // sampled elements not equal to the CPU's product: NaN (unwritten) is never equal, so it counts
+    for (int64_t i = 0; i < N; i += 1009) off += !(got[i] == hin[i] * hlut[h(i)]);
     bool same = std::memcmp(got.data(), first.data(), N * sizeof(float)) == 0;
-    bool pass = worst == 0.0 && same;  // one rounded multiply: bit-exact
-    std::printf("check %-26s worst error vs CPU %.1e, %s version 1  %s\n", versions[v].name, worst,
+    bool pass = off == 0 && same;  // one rounded multiply: bit-exact
+    std::printf("check %-26s %zu sampled elements differ from the CPU, %s version 1  %s\n", versions[v].name, off,
                 same ? "equal to" : "DIFFERS from", pass ? "ok" : "MISMATCH");
     ok = ok && pass;
   }

@@ -2,11 +2,11 @@
 
 The baseline's gradient, computed as 8 forward/backward passes of 8192 tokens each, every
 loss scaled by 1/8; each backward adds into the same .grad buffers and frees its slice's activations
-before the next slice runs. Peak memory falls by the activations of 7/8 of the batch. Time
-rises because each slice's products are 8 times smaller (tensor cores fill less well as they shrink,
-and each launch has less work to hide behind) and because every backward reads and writes the fp32
-gradients once more: 7 x 134 MB of extra traffic. A trade-off, not an optimization: it is what lets
-a batch that does not fit run at all.
+before the next slice runs. Peak memory falls by the activations of 7/8 of the batch. Time rises:
+each slice's products are 8 times smaller, each slice pays its own launches and the weights' casts under
+autocast, and each backward reads and writes the fp32 gradients once more (7 x 134 MB of extra traffic).
+ch1/grad_accumulation_sweep.py measures the total for k = 1 to 128; it does not take it apart.
+A trade-off, not an optimization: it is what lets a batch that does not fit run at all.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 from ch1.baseline_grad_accumulation import gradient_step

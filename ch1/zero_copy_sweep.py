@@ -8,9 +8,9 @@ For each batch of N pinned float32 224x224 RGB images (the zero_copy pairs' batc
     zero copy, 2 passes  both kernels on the pinned buffer: the link crossed twice (the pitfall)
     DMA alone         the copy without a kernel after it: what the copy-then-compute rows spend on the link
 
-Each point is checked against its copy-then-compute twin (the same kernels, so equal bits), then timed
-with the harness's timer (common.timing.time_call), new values written into the pinned batch before
-every sample. It reports ms per call, GB/s of input (the batch's bytes over the time) against the
+Each point is checked against its copy-then-compute twin (the same kernels, so equal bits), then the modes
+are timed in the same interleaved rounds with the harness's timer (common.timing.time_together), new values
+written into the pinned batch before every sample, after the calls still reading it have finished. It reports ms per call, GB/s of input (the batch's bytes over the time) against the
 measured host-to-device ceiling, and writes zero_copy_sweep.json, .md and .png to --out.
 
     python ch1/zero_copy_sweep.py --out DIR [--batches 1 4 16 64 256] [--budget 0.5]   (GPU only)
@@ -24,7 +24,7 @@ import json
 import torch
 
 from ch1.image_kernels import normalize_channels, standardize_images
-from common.timing import time_call
+from common.timing import time_together
 
 MODES = ("copy, 1 pass", "zero copy, 1 pass", "copy, 2 passes", "zero copy, 2 passes", "DMA alone")
 
@@ -64,8 +64,9 @@ def sweep(batches: list[int], budget_s: float, log=print) -> list[dict]:
             if not torch.equal(fns[twin](), fns[zero]()):
                 raise SystemExit(f"error: {zero} differs from {twin} at batch {n}")
         row = {"batch": n, "input_mb": images.numel() * 4 / 1e6}
-        for mode, fn in fns.items():
-            t = time_call(fn, torch.device("cuda"), budget_s=budget_s, feed=lambda i: feed_host(images, values[i % 2]))
+        timings = time_together(fns, torch.device("cuda"), budget_s=budget_s,   # the modes in the same rounds
+                                feed=lambda i: feed_host(images, values[i % 2]))
+        for mode, t in timings.items():
             row[mode] = t.median_ms
         log(f"batch {n:4d} ({row['input_mb']:7.1f} MB): " +
             "  ".join(f"{m} {row[m]:.4f} ms" for m in MODES), flush=True)

@@ -1,23 +1,25 @@
-"""A linear layer that transposes its weight on every call: y = x @ W.T.contiguous().
+"""A linear layer as nn.Linear computes it: y = F.linear(x, W), W stored (out, in).
 
 Workload (GPU): the up projection of a 70B-class transformer's MLP, 8192 -> 28672, bf16, for a decode
-batch of 16 tokens. W is stored as nn.Linear stores it, (out, in) = (28672, 8192), 470 MB. The layer is
-written for a kernel that wants the weight as (in, out), so each call makes that copy first: a read and a
-write of all of W, then the product reads the copy. On a CPU: 64 tokens, 256 -> 512, fp32, to be checked.
-At --quick a GPU runs that small shape in bf16: a smoke test, not the chapter's result.
+batch of 16 tokens. W is stored as nn.Linear stores it, (out, in) = (28672, 8192), 470 MB. F.linear hands
+cuBLAS the view W.t() with its transpose flag set: cuBLAS reads W in its stored layout, and no (in, out) copy
+is ever made. This is the layer a competent engineer writes first. On a CPU: 64 tokens, 256 -> 512, fp32,
+to be checked. At --quick a GPU runs that small shape in bf16: a smoke test, not the chapter's result.
 
-Prepared once: W, in nn.Linear's layout. Per call: x (and, here, the transpose).
+The variants ask whether the layout matters: optimized_transposed_weight keeps an (in, out) copy made once,
+at load time (what a kernel that wants that layout needs); optimized_transposed_weight_per_call makes that
+copy on every call instead, the pitfall of feeding such a kernel from nn.Linear's weight.
+`ch13/transpose_sweep.py` measures all three from 1 to 4096 tokens, in bf16 and fp32.
+
+Prepared once: W. Per call: x.
 
 Bound: memory. At 16 tokens the product is a matrix-vector-like read of W: 2 x 16 x 8192 x 28672 = 7.5
-GFLOP against 470 MB, 16 FLOP per byte, far below the H100's ridge (~250). Napkin math: the product alone
-reads W once, 0.16 ms at 3 TB/s; the transpose reads and writes it, 0.31 ms more at the copy rate, and a
-transposing copy does not run at the copy rate (one side of it is read or written with a stride). The fix is to not
-transpose at all: optimized_transposed_weight keeps a transposed copy made once, and
-optimized_transposed_weight_flag hands W as it is to cuBLAS with its transpose flag (what F.linear does).
-`ch13/transpose_sweep.py` measures all three from 1 to 4096 tokens, in bf16 and fp32.
+GFLOP against 470 MB, 16 FLOP per byte, far below the H100's ridge (~250). Napkin math: one read of W,
+0.16 ms at 3 TB/s; a transposing copy adds a read and a write of W, 0.31 ms more at the copy rate.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
+import torch.nn.functional as F
 
 from common import Workload
 
@@ -43,7 +45,7 @@ def workload(seed: int, device, quick: bool = False) -> Workload:
 
 def prepare(w: Workload):
     x, weight = w.inputs["x"], w.inputs["w"]
-    return lambda: x @ weight.t().contiguous()   # a fresh (in, out) copy of W, every call
+    return lambda: F.linear(x, weight)   # x @ weight.t(): the view, with cuBLAS's transpose flag
 
 
 if __name__ == "__main__":

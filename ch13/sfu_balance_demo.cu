@@ -6,23 +6,24 @@
 //   MUFU.EX2     the special-function unit (SFU, the "XU" pipe): one instruction, 16 results per clock per SM
 //   polynomial   on the FMA and integer pipes: 2^x = 2^i * p(f), i = round(x) by adding 1.5 * 2^23,
 //                f = x - i in [-0.5, 0.5], p a degree-6 polynomial (6 FMAs), 2^i added into the exponent bits:
-//                about 12 instructions, each one of the 128 thread-instructions an SM issues per clock
+//                about 10 instructions, each one of the 128 thread-instructions an SM issues per clock
 //
-//   1. all MUFU          every value through ex2.approx: the SFU is the limit (1/16 of a clock per value per
-//                        SM), and the issue slots are mostly idle (~2.3 instructions a value: the MUFU, the sum
-//                        and the next x)
-//   2. all polynomial    every value on the FMA pipes: ~14 instructions a value, 14/128 of a clock: the issue
-//                        slots are the limit and the SFU idles; slower than 1
-//   3. 2 MUFU : 1 poly   of every 3 values, 2 through the SFU and 1 through the polynomial: 6 instructions a value
-//                        (6/128 = 0.047 of a clock) against the SFU's 2/3 x 1/16 = 0.042: both near their limit,
-//                        predicted 1.33x over version 1 (the best split, 70% MUFU, would give 1.42x). This is
-//                        what FlashAttention-4 does on Blackwell, for the same reason
+//   1. all MUFU          every value through ex2.approx: the SFU is the limit (1/16 of a clock per value per SM)
+//                        and the issue slots are mostly idle
+//   2. all polynomial    every value on the FMA pipes: the issue slots are the limit and the SFU idles
+//   3. 2 MUFU : 1 poly   of every 3 values, 2 through the SFU and 1 through the polynomial: both pipes busy
+//
+// Predict, then measure: Nsight Compute's instruction counts (IPC x cycles) give about 3.3 instructions a value
+// in version 1 (the MUFU, the sum, the next x) and 12.3 in version 2. The 2:1 split then needs about
+// 2/3 x 1 + 1/3 x 10 + 2.3 = 6.3 issue slots a value, 0.049 of a clock per SM, against the SFU's 2/3 x 1/16 =
+// 0.042: the issue slots stay the limit, and the prediction over version 1 is 0.0625 / 0.049 = 1.27x.
 //
 // Build: make -C ch13 sfu_balance_demo
-// Prints, per version: ms, Gexp/s and speedup over version 1; exits 1 if any version's sums differ from a double
-// reference by more than 1e-4 relative (4098 terms summed in fp32). Nsight Compute shows each pipe's share: scripts/h100_topics.sh runs it
+// Prints, per version: ms, Gexp/s and speedup over version 1; exits 1 if any version's sum in any thread differs
+// from a double reference by more than 1e-5 relative (4098 terms summed in fp32; measured: 2.1e-6), or is NaN. Nsight Compute shows each pipe's share: scripts/h100_topics.sh runs it
 // (sm__inst_executed_pipe_xu for the SFU, sm__pipe_fma_cycles_active for the FMA pipes).
-// Built with -DINJECT_FAULT, the polynomial's ln 2 is off by 1%, and the run must say MISMATCH.
+// Built with -DINJECT_FAULT, the polynomial's ln 2 is off by 1% (every polynomial value wrong by up to 0.35%),
+// and the run must say MISMATCH.
 // Bound: issue (one pipe or the other), not memory: each thread reads nothing and writes one float.
 #include <cstdint>
 #include <functional>
@@ -30,7 +31,7 @@
 #include "cuda_check.cuh"
 
 constexpr int THREADS = 256;
-constexpr int BLOCKS = 132 * 16;   // 16 blocks a SM on an H100: every SM full for the whole run
+constexpr int BLOCKS_PER_SM = 16;  // blocks of work per SM: 8 are resident at a time (2048 threads), two full waves
 constexpr int VALUES = 4096;       // 2^x per thread
 constexpr float STEP = 1.0f / 1024.0f;
 
@@ -82,7 +83,11 @@ __global__ void sum_exp2(float* out) {
 
 int main() {
   print_device();
-  const int n = BLOCKS * THREADS;
+  int dev = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int blocks = sms * BLOCKS_PER_SM;
+  const int n = blocks * THREADS;
   const int per_thread = (VALUES + 2) / 3 * 3;   // the loop's values, three at a time
   float* out;
   CUDA_CHECK(cudaMalloc(&out, n * sizeof(float)));
@@ -99,9 +104,9 @@ int main() {
     ref[r] = s;
   }
   struct Version { const char* name; std::function<void()> run; };
-  const Version versions[] = {{"1. all MUFU", [&] { sum_exp2<3><<<BLOCKS, THREADS>>>(out); }},
-                              {"2. all polynomial", [&] { sum_exp2<0><<<BLOCKS, THREADS>>>(out); }},
-                              {"3. 2 MUFU : 1 polynomial", [&] { sum_exp2<2><<<BLOCKS, THREADS>>>(out); }}};
+  const Version versions[] = {{"1. all MUFU", [&] { sum_exp2<3><<<blocks, THREADS>>>(out); }},
+                              {"2. all polynomial", [&] { sum_exp2<0><<<blocks, THREADS>>>(out); }},
+                              {"3. 2 MUFU : 1 polynomial", [&] { sum_exp2<2><<<blocks, THREADS>>>(out); }}};
   bool ok = true;
   std::vector<float> got(n);
   for (const auto& v : versions) {
@@ -110,9 +115,15 @@ int main() {
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaMemcpy(got.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost));
     double worst = 0.0;
-    for (int t = 0; t < n; ++t) worst = std::max(worst, std::fabs(got[t] - ref[t % 1024]) / ref[t % 1024]);
-    bool pass = worst < 1e-4;  // 4098 fp32 additions; NaN fails: the comparison is false
-    std::printf("check %-26s worst rel. error %.1e  %s\n", v.name, worst, pass ? "ok" : "MISMATCH");
+    size_t bad = 0;  // sums over the tolerance, NaN included (a NaN fails every comparison, so it is counted)
+    for (int t = 0; t < n; ++t) {
+      double e = std::fabs(got[t] - ref[t % 1024]) / ref[t % 1024];
+      if (!(e <= 1e-5)) ++bad;
+      if (e > worst) worst = e;
+    }
+    bool pass = bad == 0;
+    std::printf("check %-26s worst rel. error %.1e, %zu sums over 1e-5 or NaN  %s\n", v.name, worst, bad,
+                pass ? "ok" : "MISMATCH");
     ok = ok && pass;
   }
   if (!ok) {

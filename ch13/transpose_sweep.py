@@ -4,13 +4,14 @@ counts and dtypes.
 For the pair's 8192 -> 28672 projection and each token count M and dtype, one call of each way to get the
 (in, out) operand (ch13/baseline_transposed_weight.py and its variants):
 
-    transpose per call   x @ W.t().contiguous()   a copy of W made in every call (the baseline)
-    transposed once      x @ Wt                    the copy made once, at load time
-    transpose flag       F.linear(x, W)            no copy: cuBLAS reads W with its transpose flag
+    transpose per call   x @ W.t().contiguous()   a copy of W made in every call (the pair's pitfall)
+    transposed once      x @ Wt                    the copy made once, at load time (the pair's variant)
+    transpose flag       F.linear(x, W)            no copy: cuBLAS reads W with its transpose flag (the baseline)
 
-Each point is checked against the flag's output, then timed with the harness's timer
-(common.timing.time_call, new x before every sample), and the table gives ms, TFLOP/s, and each way's
-cost over the flag. fp32 runs as fp32 (no TF32). Writes transpose_sweep.json, .md and .png to --out.
+Each point is checked against an fp32 product with the harness's tolerance, before and after timing; the
+three ways are timed in the same interleaved rounds with the harness's timer (common.timing.time_together,
+new x before every sample), and the table gives ms, TFLOP/s, and each way's time over the flag's (above 1:
+slower than the flag). fp32 runs as fp32 (no TF32). Writes transpose_sweep.json, .md and .png to --out.
 
     python ch13/transpose_sweep.py --out DIR [--tokens 1 16 128 1024 4096] [--dtypes bfloat16 float32]   (GPU only)
 """
@@ -25,7 +26,7 @@ import torch.nn.functional as F
 
 from ch13.baseline_transposed_weight import linear_workload, shape
 from ch13.sweep import cannot_sweep
-from common.timing import time_call
+from common.timing import time_together
 from common.verify import verify_outputs
 
 WAYS = ("transpose per call", "transposed once", "transpose flag")
@@ -44,25 +45,34 @@ def sweep(tokens: list[int], dtypes: list[str], budget_s: float, log=print) -> l
     for dtype in dtypes:
         for m in tokens:
             wl = linear_workload(0, dev, m, k, n, getattr(torch, dtype))
-            x = wl.inputs["x"]
+            x, w = wl.inputs["x"], wl.inputs["w"]
             fresh = [torch.randn_like(x) for _ in range(2)]
-            fns = ways(x, wl.inputs["w"])
+            fns = ways(x, w)
             row = {"dtype": dtype, "tokens": m, "flops": wl.flops}
-            for way, fn in fns.items():
-                ref = fns[WAYS[2]]().clone()   # from the x the last timing fed
-                verdict = verify_outputs([ref], [fn()], PRECISION[dtype])   # the harness's tolerance
-                if not verdict.ok:
-                    raise SystemExit(f"error: {way} at {m} tokens, {dtype}, against the flag's output: {verdict.message}")
-                row[f"{way} error"] = verdict.rel_err
-                row[way] = time_call(fn, dev, budget_s=budget_s, feed=lambda i: x.copy_(fresh[i % 2])).median_ms
-            log(f"{dtype:9s} {m:5d} tokens: " + "  ".join(f"{w} {row[w]:.4f} ms" for w in WAYS), flush=True)
+
+            def check(when: str) -> None:   # each way against an fp32 product of the x fed last
+                ref = (x.float() @ w.float().t()).to(x.dtype)
+                for way, fn in fns.items():
+                    verdict = verify_outputs([ref], [fn()], PRECISION[dtype])   # the harness's tolerance
+                    if not verdict.ok:
+                        raise SystemExit(f"error: {way} at {m} tokens, {dtype}, {when}: {verdict.message}")
+                    row[f"{way} error"] = max(row.get(f"{way} error", 0.0), verdict.rel_err)
+            check("before timing")
+            # the three ways in the same interleaved rounds, new x before every sample; the large products
+            # warm the chip up as a compute-bound pair's are
+            timings = time_together(fns, dev, budget_s=budget_s, feed=lambda i: x.copy_(fresh[i % 2]),
+                                    compute_bound=2.0 * m > 250 * x.element_size())
+            for way, t in timings.items():
+                row[way] = t.median_ms
+            check("after timing")
+            log(f"{dtype:9s} {m:5d} tokens: " + "  ".join(f"{w_} {row[w_]:.4f} ms" for w_ in WAYS), flush=True)
             rows.append(row)
     return rows
 
 
 def table(rows: list[dict]) -> str:
     lines = ["| dtype | tokens | " + " | ".join(f"{w} ms" for w in WAYS) + " | TFLOP/s (flag) | "
-             "per call over flag | once over flag |", "|" + " --- |" + " ---: |" * (len(WAYS) + 4)]
+             "per call: time / flag's | once: time / flag's |", "|" + " --- |" + " ---: |" * (len(WAYS) + 4)]
     for r in rows:
         flag = r[WAYS[2]]
         lines.append(f"| {r['dtype']} | {r['tokens']} | " + " | ".join(f"{r[w]:.4f}" for w in WAYS) +

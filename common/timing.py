@@ -564,6 +564,20 @@ def scrubber(device: torch.device, flush_l2: bool | Callable[[], Any]) -> Callab
     return (L2Scrubber(device) if flush_l2 is True else flush_l2) or None
 
 
+def time_together(calls: dict[str, Callable[[], Any]], device: torch.device, *, budget_s: float = 2.0,
+                  feed: Callable[[int], Any] | None = None, compute_bound: bool = False) -> dict[str, Timing]:
+    """Each call's Timing, the calls timed in interleaved rounds (`time_rounds`) as a pair's variants are: for
+    the chapter scripts that compare several ways of doing one thing. `feed(i)` writes new values into the
+    inputs the calls share before every sample. Raises the first call's error, if one fails."""
+    device = torch.device(device)
+    entries = {name: Timed(fn, Between(feed, None)) for name, fn in calls.items()}
+    time_rounds(list(entries.values()), device, budget_s=budget_s, compute_bound=compute_bound)
+    for t in entries.values():
+        if t.error is not None:
+            raise t.error
+    return {name: finish(t, device, budget_s=budget_s) for name, t in entries.items()}
+
+
 def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool | Callable[[], Any] = False,
               budget_s: float = 2.0, agree: Callable[[float], float] = _alone,
               compute_bound: bool = False, feed: Callable[[int], Any] | None = None) -> Timing:

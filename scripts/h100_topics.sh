@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 26's single-GPU topics on one GPU (written for an H100): the new pairs, sweeps and CUDA samples, and
 # each sample's negative control. Usage: scripts/h100_topics.sh OUTDIR [PARTS]   PARTS: one or more (quoted)
-# of samples (which includes cluster and sfu) cluster sfu pairs zero_copy sweeps, or all (the default). About 7 minutes on an H100 for all.
+# of samples (which includes cluster and sfu) cluster sfu pairs zero_copy sweeps, or all (the default).
+# PAIRS: the pairs part's pairs (default: the five of the issue). About 7 minutes on an H100 for all.
 # Each step has its own time limit, so a hung step still leaves the others and the archive; exit 1 if any step
 # failed (a negative control must fail: its step passes when the sample exits 1 and says MISMATCH).
 # What comes back: OUTDIR/topics_<parts>.tar.gz (reports, JSON, figures, logs) and OUTDIR/topics_<parts>.log.
@@ -47,8 +48,9 @@ run_part() {
           got=$("$1"); r=$?; echo "$got"; echo "sample exit $r (a negative control must exit 1 and say MISMATCH)"
           [ $r -eq 1 ] && grep -q MISMATCH <<< "$got"' _ "$work/sfu_fault" ;;
     pairs)
-      TAIL=40 step pairs 300 $py benchmark.py --pair zero_copy --pair zero_copy_reuse --pair host_gather \
-        --pair grad_accumulation --pair transposed_weight --output "$work/pairs" ;;
+      # shellcheck disable=SC2046
+      TAIL=40 step pairs 300 $py benchmark.py $(printf -- '--pair %s ' ${PAIRS:-zero_copy zero_copy_reuse host_gather \
+        grad_accumulation transposed_weight}) --output "$work/pairs" ;;
     zero_copy)
       step zero_copy_sweep 120 $py ch1/zero_copy_sweep.py --out "$work/zero_copy_sweep"
       step zero_copy_probe 90 $py scripts/zero_copy_probe.py "$work/probe/zero_copy_probe.md" ;;

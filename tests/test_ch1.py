@@ -147,7 +147,7 @@ IMAGE_KERNELS_CHECK = r"""
 import torch
 from ch1 import image_kernels as k
 g = torch.Generator().manual_seed(0)
-# planes of 40 x 120 = 4800 elements: more than one block per plane (BLOCK 4096), the last one partial
+# planes of 40 x 120 = 4800 elements: more than one block per plane (BLOCK 1024), the last one partial
 x = torch.rand(3, 3, 40, 120, generator=g)
 x[1] = 0.25                                   # a constant image: std 0, clamped to 1/sqrt(n)
 out = k.normalize_channels(x, torch.empty(x.shape, dtype=torch.bfloat16))
@@ -158,6 +158,9 @@ ref = k.reference_images(x)
 assert not out.float().isnan().any(), "every element written"
 assert (out.float() - ref.float()).abs().max() <= 2 ** -6 * ref.float().abs().max(), "standardize_images"
 assert out[1].float().abs().max() == 0, "a constant image standardizes to zeros"
+table, idx = torch.randn(1000, 64, generator=g), torch.randint(0, 1000, (77,), generator=g)   # 77: a partial program
+rows = k.gather_rows(table, idx, torch.full((77, 64), float("nan")))
+assert torch.equal(rows, table[idx]), "gather_rows"
 print("ok")
 """
 
@@ -165,7 +168,8 @@ print("ok")
 def test_zero_copy_kernels_under_the_triton_interpreter_match_torch():
     """ch1/image_kernels.py on the CPU (TRITON_INTERPRET=1): the per-channel normalization and the two-pass
     per-image standardization (more than one block per image, a partial last block, a constant image) equal
-    the torch references within bf16 rounding. The pairs run the same kernels on pinned host memory."""
+    the torch references within bf16 rounding, and the row gather (77 rows: a partial program) equals indexing.
+    The pairs run the same kernels on pinned host memory."""
     from test_ch16 import _run_interpreted
     _run_interpreted(IMAGE_KERNELS_CHECK, timeout=300)
 

@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from common.timing import median_ci_rel, percentile, time_call
+from common.timing import median_ci_rel, percentile, time_call, time_together
 
 
 def test_percentile_interpolates():
@@ -75,3 +75,22 @@ def test_the_l2_scrubber_reads_its_buffer_then_writes_as_many_bytes_as_the_call_
         s()
         assert int((s.buf != 7).sum()) * 4 == written, (written, int((s.buf != 7).sum()))
     assert returned_bytes(out) == 1000 * 2 + 30 * 4
+
+
+def test_calls_timed_together_keep_their_own_times_and_share_the_feed():
+    """time_together (the chapter scripts' timer): a 2 ms call and a 0.5 ms call timed in the same interleaved
+    rounds come back as two timings at their own levels, each sample fed, and a failing call raises its error."""
+    import time as _time
+
+    import pytest
+    fed = []
+    out = time_together({"slow": lambda: _time.sleep(0.002), "fast": lambda: _time.sleep(0.0005)},
+                        torch.device("cpu"), budget_s=0.3, feed=fed.append)
+    assert set(out) == {"slow", "fast"}
+    assert out["slow"].median_ms > 1.8 and 0.4 < out["fast"].median_ms < out["slow"].median_ms / 2
+    assert out["slow"].fed_new_values and out["fast"].fed_new_values and len(fed) >= out["slow"].samples
+
+    def broken():
+        raise RuntimeError("planted")
+    with pytest.raises(RuntimeError, match="planted"):
+        time_together({"ok": lambda: None, "broken": broken}, torch.device("cpu"), budget_s=0.1)
