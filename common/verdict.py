@@ -236,16 +236,29 @@ def _untrusted(pair: dict) -> list[str]:
     return out
 
 
+# What the time above the floor is, by bound, where Triton's grading (memory and compute only) does not apply.
+ABOVE_THE_FLOOR = {
+    "launch": "the time above the floor is issue overhead: fewer launches per call (batch the work, fuse kernels, "
+              "replay the call as a CUDA graph); `--profile torch` counts the kernels a call runs",
+    "transfer": "the link: move fewer bytes across it (keep data on the GPU, gather only what is needed, lower "
+                "the precision), or hide the copy behind compute (pinned memory, a copy stream)",
+    "link": "the interconnect: fewer or larger messages, overlap communication with compute",
+}
+
+
 def recommendations(results: dict) -> str:
     """recommendations.md: what to fix first in one run, each item citing the measured figure behind it.
 
     First, every figure that cannot be trusted (a failed verification, a crash, a SUSPECT time): a speedup
     on a wrong answer is no result. Then each GPU pair's fastest trusted implementation (its fastest verified
-    optimized variant, else its baseline), ranked by how far it stays from its measured ceiling: the share of
-    the ceiling it reaches, and the milliseconds per call between its time and the floor that share implies
-    (median x (1 - share)), with the next step common.verdict's rules give for it (and the profiler's kernel
-    count, where the run was profiled). Pairs without a share of a ceiling are listed apart, with the reason.
-    A CPU run gets the first list only: its figures check that the code runs; they are not results.
+    optimized variant, else its baseline), ranked by the share of its measured ceiling it reaches, lowest first,
+    with the milliseconds per call between its time and the floor that share implies (median x (1 - share))
+    and a next step: common.verdict's rules for memory- and compute-bound pairs (and the profiler's kernel
+    count, where the run was profiled), what the time above the floor is for the other bounds. Launch-bound
+    pairs are ranked apart: their floor is the bytes and FLOPs of a call, which launch overhead always dwarfs,
+    so their shares are small by nature and would head any common list. Pairs without a share of a ceiling
+    are listed apart, with the reason. A CPU run gets the first list only: its figures check that the code
+    runs; they are not results.
     """
     dev = results.get("device") or {}
     lines = ["# What to fix first", "",
@@ -256,43 +269,45 @@ def recommendations(results: dict) -> str:
     untrusted = [line for pair in results.get("pairs", []) for line in _untrusted(pair)]
     lines += ["## Not trusted: fix these before reading any speedup", ""]
     lines += [f"{i}. {line}" for i, line in enumerate(untrusted, 1)] or ["None: every variant that ran verified."]
-    ranked, apart = [], []
+    ranked, launch, apart = [], [], []
     for pair in results.get("pairs", []):
-        where = device_type(results, pair)
         best = _fastest(pair)
-        if where not in (None, "cuda") or best is None:
+        if device_type(results, pair) not in (None, "cuda") or best is None:
             continue
-        key = f"ch{pair.get('chapter')}/{pair.get('name')}"
+        key, bound = f"ch{pair.get('chapter')}/{pair.get('name')}", str(pair.get("bound"))
         pct = best.get("pct_of_ceiling")
         if pct is None:
             apart.append(f"- **{key}** ({best['name']}, {best['median_ms']:.4g} ms): no share of a ceiling"
                          f"{': ' + best['ceiling_note'] if best.get('ceiling_note') else ''}")
             continue
-        m = {"pct_of_ceiling": pct, "bound": pair.get("bound")}
-        if best.get("kernels_per_call"):
-            m.update(kernels_per_step=best["kernels_per_call"], mean_kernel_us=1000.0 * best["median_ms"] / best["kernels_per_call"])
-        ranked.append((pct, key, best, [f for f in verdict(m, device_type="cuda")]))
+        (launch if bound == "launch" else ranked).append((pct, key, bound, best))
     if any(device_type(results, p) not in (None, "cuda") for p in results.get("pairs", [])):
         lines += ["", "Pairs run on a CPU are not ranked: a CPU's figures check that the code runs; they are not results."]
-    if ranked:
-        lines += ["", "## Furthest from the ceiling", ""]
-        for i, (pct, key, best, findings) in enumerate(sorted(ranked, key=lambda r: r[0]), 1):
-            left = best["median_ms"] * max(0.0, 1.0 - pct / 100.0)
-            lines.append(f"{i}. **{key}**: {best['name']} at {pct:.1f}% of {best.get('ceiling') or 'its ceiling'} "
-                         f"({pair_bound(results, key)}-bound), {best['median_ms']:.4g} ms a call, {left:.4g} ms above "
-                         f"the floor that share implies.")
-            lines += [f"   {f.line()[2:]}" for f in findings] or ["   Good by Triton's grading: what is left is "
-                                                                  "the bound itself (fewer bytes or FLOPs)."]
+    for title, items in (("Furthest from the ceiling", ranked), ("Launch-bound, ranked apart", launch)):
+        if items:
+            lines += ["", f"## {title}", ""]
+            for i, item in enumerate(sorted(items, key=lambda r: r[0]), 1):
+                lines += _recommendation(i, *item)
     if apart:
         lines += ["", "## Not ranked (no share of a ceiling applies)", ""] + apart
     return "\n".join(lines) + "\n"
 
 
-def pair_bound(results: dict, key: str) -> str:
-    for pair in results.get("pairs", []):
-        if f"ch{pair.get('chapter')}/{pair.get('name')}" == key:
-            return str(pair.get("bound"))
-    return "?"
+def _recommendation(i: int, pct: float, key: str, bound: str, best: dict) -> list[str]:
+    """One ranked item: the figure, then the next step (common.verdict's rules, or what the time above the floor
+    is for this bound)."""
+    left = best["median_ms"] * max(0.0, 1.0 - pct / 100.0)
+    head = (f"{i}. **{key}**: {best['name']} at {pct:.1f}% of {best.get('ceiling') or 'its ceiling'} ({bound}-bound), "
+            f"{best['median_ms']:.4g} ms a call, {left:.4g} ms above the floor that share implies.")
+    m = {"pct_of_ceiling": pct, "bound": bound}
+    if best.get("kernels_per_call"):
+        m.update(kernels_per_step=best["kernels_per_call"], mean_kernel_us=1000.0 * best["median_ms"] / best["kernels_per_call"])
+    steps = [f"   {f.line()[2:]}" for f in verdict(m, device_type="cuda")]
+    if bound in ABOVE_THE_FLOOR:
+        steps.append(f"   Next: {ABOVE_THE_FLOOR[bound]}.")
+    elif not steps:
+        steps.append("   Good by Triton's grading: what is left is the bound itself (fewer bytes or FLOPs).")
+    return [head] + steps
 
 
 def main(argv: list[str]) -> int:

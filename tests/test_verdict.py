@@ -131,3 +131,21 @@ def test_recommendations_rank_no_cpu_pair_and_list_pairs_without_a_ceiling_apart
     doc["pairs"][0]["baseline"]["pct_of_ceiling"] = None
     assert ranked_pairs(doc) == []
     assert "no share of a ceiling: working set under 4x the cache" in V.recommendations(doc)
+
+
+def test_launch_bound_pairs_are_ranked_apart_and_transfer_pairs_get_no_triton_grade():
+    """A launch-bound pair's share of its floor is small by nature: it gets its own list, not the head of the
+    common one. A transfer-bound pair is told about the link, never graded by Triton's memory/compute bars."""
+    doc = result("cuda")
+    launch, transfer = copy.deepcopy(doc["pairs"][0]), copy.deepcopy(doc["pairs"][0])
+    launch.update(name="graphs", bound="launch")
+    launch["variants"][0].update(pct_of_ceiling=0.5, ceiling="roofline_floor_ms", kernels_per_call=None)
+    transfer.update(name="copy", bound="transfer")
+    transfer["variants"][0].update(pct_of_ceiling=70.0, ceiling="h2d_gbps", kernels_per_call=None)
+    doc["pairs"] += [launch, transfer]
+    text = V.recommendations(doc)
+    assert ranked_pairs(doc) == ["ch1/tensor_cores", "ch1/copy"]
+    apart = text.split("## Launch-bound, ranked apart")[1]
+    assert "**ch1/graphs**: optimized_tensor_cores_tf32 at 0.5% of roofline_floor_ms" in apart
+    copy_item = text.split("**ch1/copy**")[1].split("\n2.")[0].split("##")[0]
+    assert "Next: the link" in copy_item and "Triton" not in copy_item
