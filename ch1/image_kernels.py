@@ -31,8 +31,9 @@ except ImportError:  # the pairs declare REQUIRES = ("triton",)
 
 MEAN = (0.485, 0.456, 0.406)  # ImageNet's per-channel statistics, for images scaled to [0, 1]
 STD = (0.229, 0.224, 0.225)
-BLOCK = 1024  # elements per program, 4 KB of fp32. Reading a pinned 154 MB batch on the H100 (4 warps), a 1024 block
-#              ran at 50.1 GB/s and a 4096 block at 44.8 (scripts/zero_copy_probe.py, profiles/h100/topics-8009ac6)
+BLOCK = 1024  # elements per program, 4 KB of fp32. Reading a pinned 154 MB batch on the H100 with 4 warps, 1024-element
+#              blocks ran at 49.5 GB/s and 4096-element ones at 45.2; 4096 with 2 or 8 warps at 48.8 and 49.2: the pair
+#              matters, not the size alone (scripts/zero_copy_probe.py, profiles/h100/topics-3c040d8/probe)
 
 if TRITON:
     @triton.jit
