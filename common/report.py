@@ -20,11 +20,11 @@ from typing import Callable
 # that still import them from this module.
 from common.files import atomic_write, atomic_write_json, finite  # noqa: F401
 from common.physics import SLACK
-from common.verdict import recommendations, results_verdicts
+# variant_status and BY_DESIGN live in common.verdict (which this module imports); named here for their callers
+from common.verdict import BY_DESIGN, recommendations, results_verdicts, variant_status  # noqa: F401
 
 SCHEMA_VERSION = 1
 REGRESSION_PCT = 5.0          # a change smaller than this is never called a regression, however tight the intervals
-BY_DESIGN = ("pitfall", "tradeoff")   # variant kinds that are slower on purpose
 CEILING_NOISE_PCT = 100 * SLACK   # a share up to this is printed (the ceilings' own noise); above it, none
 
 
@@ -62,22 +62,6 @@ def entries(pair: dict) -> list[dict]:
 
 def pair_key(pair: dict) -> str:
     return f"ch{pair['chapter']}/{pair['name']}"
-
-
-def variant_status(v: dict) -> tuple[str, str]:
-    """(status, reason): "skipped", "FAILED", "SUSPECT", "pitfall", "tradeoff" or "ok"."""
-    if v.get("skipped"):
-        return "skipped", str(v["skipped"])
-    if v.get("error"):
-        return "FAILED", str(v["error"])
-    if v.get("verified") is not True:
-        message = (v.get("verification") or {}).get("message")
-        return "FAILED", f"failed verification: {message}" if message else "not verified"
-    if v.get("suspect"):
-        return "SUSPECT", str(v["suspect"])
-    if v.get("kind") in BY_DESIGN:
-        return v["kind"], "slower by design"
-    return "ok", ""
 
 
 def pair_level_error(pair: dict) -> str | None:

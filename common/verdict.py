@@ -208,8 +208,28 @@ def results_verdicts(results: dict, always: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
+BY_DESIGN = ("pitfall", "tradeoff")   # variant kinds that are slower on purpose
+
+
+def variant_status(v: dict) -> tuple[str, str]:
+    """(status, reason): "skipped", "FAILED", "SUSPECT", "pitfall", "tradeoff" or "ok": the one status a variant has
+    in summary.md, the figures and recommendations.md (common.report re-exports it)."""
+    if v.get("skipped"):
+        return "skipped", str(v["skipped"])
+    if v.get("error"):
+        return "FAILED", str(v["error"])
+    if v.get("verified") is not True:
+        message = (v.get("verification") or {}).get("message")
+        return "FAILED", f"failed verification: {message}" if message else "not verified"
+    if v.get("suspect"):
+        return "SUSPECT", str(v["suspect"])
+    if v.get("kind") in BY_DESIGN:
+        return v["kind"], "slower by design"
+    return "ok", ""
+
+
 def _trusted(v: dict) -> bool:
-    return bool(v.get("verified")) and not v.get("suspect") and not v.get("error") and v.get("median_ms") is not None
+    return variant_status(v)[0] not in ("skipped", "FAILED", "SUSPECT") and v.get("median_ms") is not None
 
 
 def _fastest(pair: dict) -> dict | None:
@@ -221,18 +241,14 @@ def _fastest(pair: dict) -> dict | None:
 
 
 def _untrusted(pair: dict) -> list[str]:
-    """One line per reason not to trust a figure of this pair: the pair failed, or a variant failed or is SUSPECT."""
+    """One line per reason not to trust a figure of this pair: the pair failed, or a variant is FAILED or SUSPECT."""
     key, out = f"ch{pair.get('chapter')}/{pair.get('name')}", []
     if pair.get("error") and not pair.get("variants"):
         out.append(f"**{key}** did not run to the end: {pair['error']}")
     for v in [pair.get("baseline") or {}, *pair.get("variants", [])]:
-        if not v or v.get("skipped"):
-            continue
-        if v.get("error") or v.get("verified") is False:
-            why = v.get("error") or (v.get("verification") or {}).get("message") or "failed verification"
-            out.append(f"**{key}** {v.get('name')}: FAILED, {why}")
-        elif v.get("suspect"):
-            out.append(f"**{key}** {v.get('name')}: SUSPECT, {v['suspect']}")
+        status, why = variant_status(v) if v else ("skipped", "")
+        if status in ("FAILED", "SUSPECT"):
+            out.append(f"**{key}** {v.get('name')}: {status}, {why}")
     return out
 
 
