@@ -2,6 +2,7 @@
 #   SAMPLES := name1 name2          (one name.cu each)
 #   LIBS_name1 := ...               (extra link flags for one sample, optional)
 #   FLAGS_name1 := ...              (extra nvcc flags for one sample, optional; e.g. -Xptxas -v)
+#   ARCH_name1 := ...               (the architecture for one sample in place of ARCH, optional; e.g. sm_90a)
 # and gets: make (build for the detected GPU; ARCH=sm_90 to choose), make name1 (one sample),
 # make run, make clean. Binaries carry the architecture: bin/name1_sm90.
 NVCC   ?= nvcc
@@ -27,7 +28,7 @@ $(SAMPLES): %: bin/%_$(SUFFIX)
 # with a pair's extension live in a .cuh beside it).
 bin/%_$(SUFFIX): %.cu ../common/cuda/cuda_check.cuh $(wildcard *.cuh)
 	@mkdir -p bin
-	$(NVCC) $(FLAGS) $(FLAGS_$*) $< -o $@ $(LIBS_$*)
+	$(NVCC) $(if $(ARCH_$*),$(filter-out -arch=%,$(FLAGS)) -arch=$(ARCH_$*),$(FLAGS)) $(FLAGS_$*) $< -o $@ $(LIBS_$*)
 
 run: all
 	@set -e; for b in $(BINS); do echo "== $$b"; ./$$b; done
