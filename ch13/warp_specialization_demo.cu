@@ -5,33 +5,43 @@
 // input and weight), M = N = K = 4096 by default. Every version is the same kernel body: a block computes a
 // 128 x 256 tile of C, K in steps of 64; the Tensor Memory Accelerator (TMA) copies each step's A and B tiles
 // (16 + 32 KB, 128-byte swizzled) into shared memory, and two warpgroups (4 warps each) multiply them with
-// wgmma (m64n256k16: each warpgroup owns 64 rows of the tile and 128 fp32 accumulators a thread).
+// wgmma (m64n256k16: each warpgroup owns 64 rows of the tile and 128 fp32 accumulators a thread). Every
+// version but the first keeps a ring of 4 stages (192 KB of shared memory) and multiplies one step while the
+// loads of the next three are in flight; they differ only in which warps issue the loads and how a stage is
+// handed back for refilling.
 //
-//   1. uniform, 1 stage       the computing warps issue the load (one thread starts the TMA), wait for it,
-//                             multiply, wait for the multiply, and only then start the next load: the tensor
-//                             cores idle for every load's latency
-//   2. uniform, 4 stages      the same warps, software-pipelined over a ring of 4 stages: the loads run 3 steps
-//                             ahead. Every step ends in a block barrier (__syncthreads) so that one thread may
-//                             refill the stage all 8 warps have just finished reading
-//   3. specialized, 4 stages  a third warpgroup is the producer: one of its threads walks the K steps issuing
-//                             TMA loads, waiting only on an "empty" mbarrier per stage; the two consumer
-//                             warpgroups wait only on a "full" mbarrier per stage and signal "empty" when their
-//                             multiplies on it are done. No block barrier in the loop; the producer gives up
-//                             registers (setmaxnreg 40) and the consumers take them (setmaxnreg 232)
-//   cuBLAS                    cublasGemmEx, the same product: the reference the check uses and the yardstick
+//   1. uniform, TMA, 1 stage       the computing warps issue the load (one thread starts the TMA), wait for it,
+//                                  multiply, wait for the multiply, and only then start the next load: the
+//                                  tensor cores idle for every load's latency. What the pipelining buys
+//   2. uniform, cp.async, 4 stages every warp does both, the Ampere way: each of the 256 threads copies 12 of
+//                                  the step's 3072 16-byte pieces with cp.async, waits for its own, and a block
+//                                  barrier makes them everyone's; a second barrier per step frees the stage
+//   3. uniform, TMA, 4 stages      the same warps, but one thread starts one TMA copy per tile: the copies leave
+//                                  the computing warps' instruction stream; a block barrier per step still
+//                                  frees the stage
+//   4. specialized, TMA, 4 stages  a third warpgroup is the producer: one of its threads walks the K steps
+//                                  issuing TMA loads, waiting only on an "empty" mbarrier per stage; the two
+//                                  consumer warpgroups wait only on a "full" mbarrier per stage and signal
+//                                  "empty" when their multiplies on it are done. No block barrier in the loop;
+//                                  the producer gives up registers (setmaxnreg 40), the consumers take them (232)
+//   cuBLAS                         cublasGemmEx, the same product: the reference the check uses, and the yardstick
+//
+// 2 -> 4 is the comparison warp specialization is known by ("producer warps load while consumer warps compute"
+// against "every warp does both"); 3 splits it into what the TMA buys (2 -> 3) and what the roles add (3 -> 4).
 //
 // Predict, then measure. One 64-deep K step is 2 x 128 x 256 x 64 = 4.2 MFLOP, 0.56 µs of one SM's share of
 // the H100's 989 TFLOP/s bf16 peak; its 48 KB load takes about 1 µs from L2. Version 1 pays both in series:
-// about a third of the peak (0.56 / 1.6). Versions 2 and 3 hide the load behind the multiplies of the steps
-// before it. What 3 removes over 2 is the per-step block barrier (the slower warpgroup holds the faster one
-// and the refill) and the loads' instructions in the computing warps: a few percent, not a multiple.
+// about a third of the peak (0.56 / 1.6). The others hide the load behind the multiplies of the steps before
+// it. With the TMA, a load is 3 instructions of one thread per step, so the roles have little left to take
+// off the computing warps: 4 over 3, a few percent at most. With cp.async the computing warps issue 12 copies,
+// their addresses and two barriers per step: 2 should trail 3.
 //
 // Build: make -C ch13 warp_specialization_demo (compiled for sm_90a: wgmma, setmaxnreg and the TMA are Hopper's)
 // Run:   ./ch13/bin/warp_specialization_demo_sm90 [M N K]   (M a multiple of 128, N of 256, K of 64)
 // Prints, per version: ms, TFLOP/s and the share of cuBLAS's TFLOP/s; exits 1 if any version's C differs from
 // cuBLAS's by more than 5e-3 (norm-wise relative; two fp32 sums rounded to bf16 differ by about 1e-3) or holds a
 // NaN; cuBLAS is itself checked against a CPU sum in double on 256 sampled elements. Built with -DINJECT_FAULT,
-// version 3's producer loads K step 0 in place of the last one, and the run must say MISMATCH and FAIL.
+// version 4's producer loads K step 0 in place of the last one, and the run must say MISMATCH and FAIL.
 // Exits 2, in one line, on a GPU that is not Hopper (sm_90).
 // Bound: tensor cores (arithmetic intensity 85 FLOP per byte loaded into shared memory per K step).
 #include <cuda.h>           // CUtensorMap and its enums (types only: the encoder comes from the driver at run time)
@@ -172,7 +182,7 @@ __device__ __forceinline__ uint32_t stages_base() {
   return (smem_u32(smem) + 1023) & ~1023u;
 }
 
-// ---- 1 and 2: every warp computes, and the same warps issue the loads ----------------------------------------
+// ---- 1 and 3: every warp computes, and one thread of theirs issues the TMA loads ----------------------------------------
 template <int S>
 __global__ void __launch_bounds__(2 * WG, 1)
 gemm_uniform(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUtensorMap mb, __nv_bfloat16* C,
@@ -209,7 +219,51 @@ gemm_uniform(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUt
   store_tile(d, C, N, m0 + warpgroup * 64, n0);
 }
 
-// ---- 3: a producer warpgroup loads, two consumer warpgroups compute --------------------------------------------
+// ---- 2: every warp computes, and every thread copies its share with cp.async (the Ampere way) -------------
+// 16 bytes per cp.async, written where the TMA's 128-byte swizzle would put them (the 16-byte chunk c of row r
+// lands at chunk c ^ (r % 8)), so the same wgmma descriptors read them: 3072 copies a step, 12 a thread.
+__device__ __forceinline__ void copy_step(const __nv_bfloat16* A, const __nv_bfloat16* B, uint32_t stage, int k,
+                                          int m0, int n0, int K) {
+  for (int i = threadIdx.x; i < (BM + BN) * 8; i += 2 * WG) {
+    const int row = i / 8, chunk = i % 8;  // rows 0..127 are A's, 128..383 B's (B follows A in the stage)
+    const __nv_bfloat16* src = (row < BM ? A + (size_t)(m0 + row) * K : B + (size_t)(n0 + row - BM) * K) + k * BK + chunk * 8;
+    const uint32_t dst = stage + row * 128 + ((chunk ^ (row & 7)) << 4);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+  }
+}
+
+template <int S>
+__global__ void __launch_bounds__(2 * WG, 1)
+gemm_uniform_cp_async(const __nv_bfloat16* A, const __nv_bfloat16* B, __nv_bfloat16* C, int N, int K) {
+  const uint32_t base = stages_base();
+  const int warpgroup = threadIdx.x / WG, m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, steps = K / BK;
+  for (int k = 0; k < S; ++k) {  // one commit group per step; steps past the end commit empty groups
+    if (k < steps) copy_step(A, B, base + k * STAGE_BYTES, k, m0, n0, K);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  }
+  float d[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+  for (int k = 0; k < steps; ++k) {
+    const int s = k % S;
+    // This thread's copies of step k have landed (at most S - 2 later groups pending: one group is committed
+    // per step, even an empty one, so the count holds to the end) ...
+    asm volatile("cp.async.wait_group %0;" ::"n"(S - 2) : "memory");
+    // ... made visible to wgmma, which reads shared memory through the async proxy ...
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();  // ... and everyone else's too
+    mma_step(d, base + s * STAGE_BYTES, warpgroup);
+    wgmma_wait<1>(d);
+    __syncthreads();  // the previous step's multiplies are done in both warpgroups: refill its stage
+    const int refill = k - 1 + S, rs = (k + S - 1) % S;
+    if (k >= 1 && refill < steps) copy_step(A, B, base + rs * STAGE_BYTES, refill, m0, n0, K);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  }
+  wgmma_wait<0>(d);
+  store_tile(d, C, N, m0 + warpgroup * 64, n0);
+}
+
+// ---- 4: a producer warpgroup loads, two consumer warpgroups compute --------------------------------------------
 template <int S>
 __global__ void __launch_bounds__(3 * WG, 1)
 gemm_specialized(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUtensorMap mb, __nv_bfloat16* C,
@@ -344,13 +398,17 @@ int main(int argc, char** argv) {
   const size_t smem1 = smem_bytes(1), smem4 = smem_bytes(STAGES);
   CUDA_CHECK(cudaFuncSetAttribute(gemm_uniform<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem1));
   CUDA_CHECK(cudaFuncSetAttribute(gemm_uniform<STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem4));
+  CUDA_CHECK(cudaFuncSetAttribute(gemm_uniform_cp_async<STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)smem4));
   CUDA_CHECK(cudaFuncSetAttribute(gemm_specialized<STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem4));
   const dim3 grid(N / BN, M / BM);
   struct Version { const char* name; std::function<void()> run; };
   const Version versions[] = {
-      {"1. uniform, 1 stage", [&] { gemm_uniform<1><<<grid, 2 * WG, smem1>>>(ma, mb, c, N, K); }},
-      {"2. uniform, 4 stages", [&] { gemm_uniform<STAGES><<<grid, 2 * WG, smem4>>>(ma, mb, c, N, K); }},
-      {"3. specialized, 4 stages", [&] { gemm_specialized<STAGES><<<grid, 3 * WG, smem4>>>(ma, mb, c, N, K); }},
+      {"1. uniform, TMA, 1 stage", [&] { gemm_uniform<1><<<grid, 2 * WG, smem1>>>(ma, mb, c, N, K); }},
+      {"2. uniform, cp.async, 4 stages",
+       [&] { gemm_uniform_cp_async<STAGES><<<grid, 2 * WG, smem4>>>(a, b, c, N, K); }},
+      {"3. uniform, TMA, 4 stages", [&] { gemm_uniform<STAGES><<<grid, 2 * WG, smem4>>>(ma, mb, c, N, K); }},
+      {"4. specialized, TMA, 4 stages", [&] { gemm_specialized<STAGES><<<grid, 3 * WG, smem4>>>(ma, mb, c, N, K); }},
   };
 
   // The reference: cuBLAS, itself checked on 256 sampled elements against a CPU sum in double.
@@ -369,7 +427,7 @@ int main(int argc, char** argv) {
     worst = (err > worst || err != err) ? err : worst;
   }
   bool ok = worst < 1e-2;  // one bf16 rounding of the fp32 sum: under 2^-8 of the value
-  std::printf("check %-26s worst %.1e of |sum| + 1 on 256 elements against the CPU  %s\n", "cuBLAS", worst,
+  std::printf("check %-31s worst %.1e of |sum| + 1 on 256 elements against the CPU  %s\n", "cuBLAS", worst,
               ok ? "ok" : "MISMATCH");
   for (const auto& v : versions) {
     CUDA_CHECK(cudaMemset(c, 0xFF, (size_t)M * N * 2));  // bf16 NaNs: an unwritten element fails
@@ -380,7 +438,7 @@ int main(int argc, char** argv) {
     bf16_to_float(got16, got);
     const double err = rel_error(got.data(), ref.data(), got.size());
     const bool pass = err < 5e-3;  // NaN fails too
-    std::printf("check %-26s relative error %.1e against cuBLAS  %s\n", v.name, err, pass ? "ok" : "MISMATCH");
+    std::printf("check %-31s relative error %.1e against cuBLAS  %s\n", v.name, err, pass ? "ok" : "MISMATCH");
     ok = ok && pass;
   }
   if (!ok) {
@@ -391,13 +449,13 @@ int main(int argc, char** argv) {
   const double flop = 2.0 * M * N * K;
   std::printf("\nM = %d, N = %d, K = %d: %d tiles of %d x %d on %d SMs\n", M, N, K, (M / BM) * (N / BN), BM, BN,
               prop.multiProcessorCount);
-  std::printf("%-28s %9s %10s %10s\n", "version", "ms", "TFLOP/s", "of cuBLAS");
+  std::printf("%-31s %9s %10s %10s\n", "version", "ms", "TFLOP/s", "of cuBLAS");
   const float cublas_ms = median_ms(run_cublas, 5, 30);
   for (const auto& v : versions) {
     const float ms = median_ms(v.run, 5, 30);
-    std::printf("%-28s %9.4f %10.1f %9.1f%%\n", v.name, ms, flop / ms / 1e9, 100.0 * cublas_ms / ms);
+    std::printf("%-31s %9.4f %10.1f %9.1f%%\n", v.name, ms, flop / ms / 1e9, 100.0 * cublas_ms / ms);
   }
-  std::printf("%-28s %9.4f %10.1f %9.1f%%\n", "cuBLAS", cublas_ms, flop / cublas_ms / 1e9, 100.0);
+  std::printf("%-31s %9.4f %10.1f %9.1f%%\n", "cuBLAS", cublas_ms, flop / cublas_ms / 1e9, 100.0);
   cublasDestroy(handle);
   for (void* p : {(void*)a, (void*)b, (void*)c, (void*)c_ref}) CUDA_CHECK(cudaFree(p));
   std::printf("PASS\n");
