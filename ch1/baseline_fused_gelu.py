@@ -7,6 +7,10 @@ again; GELU reads and writes it a third time: 4 extra passes over a
 
 Prepared once: the weight W and bias b. Per call: the activation x.
 
+A sweep sets the tokens (the rows of x; the layer stays 4096 -> 4096, 512 -> 512 on a CPU) and the
+dtype: `benchmark.py --pair fused_gelu --sizes 2048 16384 --dtypes bfloat16 float16`. Not float32: the
+Triton variant's tl.dot would compute it in TF32.
+
 Bound: compute. Napkin math: 550 GFLOP ≈ 0.75 ms at ~730 TFLOP/s; the
 two extra elementwise kernels move 512 MiB ≈ 0.18 ms at ~3 TB/s.
 """
@@ -17,12 +21,15 @@ import torch.nn.functional as F
 from common import Workload
 
 BOUND = "compute"
+SWEEP = {"size": "tokens (rows of x)", "dtype": ("bfloat16", "float16")}
 
 
-def workload(seed: int, device, quick: bool = False) -> Workload:
+def workload(seed: int, device, quick: bool = False, size: int | None = None, dtype: str | None = None) -> Workload:
     on_gpu = torch.device(device).type == "cuda"
     tokens, d_in, d_out = (16384, 4096, 4096) if on_gpu and not quick else (512, 512, 512)
-    dtype = torch.bfloat16 if on_gpu else torch.float32  # a CPU's bf16 matmul is a slow fallback
+    tokens = size or tokens
+    # a CPU's bf16 matmul is a slow fallback: fp32 there unless a sweep asks for a dtype
+    dtype = getattr(torch, dtype) if dtype else torch.bfloat16 if on_gpu else torch.float32
     g = torch.Generator(device=device).manual_seed(seed)
     x = torch.randn(tokens, d_in, device=device, generator=g).to(dtype)
     w = (torch.randn(d_in, d_out, device=device, generator=g) / d_in**0.5).to(dtype)

@@ -1,7 +1,8 @@
 """Row softmax written as the PyTorch ops it is made of: max, subtract, exp, sum, divide.
 
 Workload (GPU): 32768 rows x 4096 columns, bf16 (256 MiB). On a CPU and --quick: 256 x 1000, fp32
-(1000 columns: not a power of two, so a kernel's masking is exercised).
+(1000 columns: not a power of two, so a kernel's masking is exercised). A sweep sets the columns and the
+dtype (`benchmark.py --pair softmax --sizes 1024 4096 16384 --dtypes float32 bfloat16`); the rows stay.
 
 Per call: x. Nothing is prepared once.
 
@@ -16,12 +17,14 @@ import torch
 from common import Workload
 
 BOUND = "memory"
+SWEEP = {"size": "columns per row", "dtype": ("float32", "bfloat16", "float16")}
 
 
-def workload(seed: int, device, quick: bool = False) -> Workload:
+def workload(seed: int, device, quick: bool = False, size: int | None = None, dtype: str | None = None) -> Workload:
     on_gpu = torch.device(device).type == "cuda"
     rows, cols = (32768, 4096) if on_gpu and not quick else (256, 1000)
-    dtype = torch.bfloat16 if on_gpu else torch.float32
+    cols = size or cols
+    dtype = getattr(torch, dtype) if dtype else torch.bfloat16 if on_gpu else torch.float32
     g = torch.Generator(device=device).manual_seed(seed)
     x = (3 * torch.randn(rows, cols, device=device, generator=g)).to(dtype)
     return Workload(inputs={"x": x}, flops=5.0 * rows * cols, bytes_moved=2.0 * x.numel() * x.element_size(),

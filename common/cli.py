@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import os
 import re
@@ -28,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 from common.files import RUNS_DIR  # user runs; committed reports live in profiles/<gpu>/
-from common.pair import REPO_ROOT
+from common.pair import REPO_ROOT, SWEEP_DTYPES
 
 EXAMPLES = """\
 Examples
@@ -40,6 +41,9 @@ Examples
   python benchmark.py --peaks              measure this device's ceilings and cache them
   python benchmark.py --profile torch --pair cuda_graphs
                                            add a torch.profiler trace of each variant
+  python benchmark.py --pair softmax --sizes 4096 8192 --dtypes float32 bfloat16
+                                           a sweep: one run and one report row per point, for the
+                                           pairs that take a size and dtype (--list says "sweeps")
   python benchmark.py --compare profiles/h100/ch1/results.json profiles/runs/<run>/results.json
 
 Reports of your runs go to profiles/runs/<date>-<device>/, which git ignores; the
@@ -98,6 +102,13 @@ def build_parser(pair_file: Path | None = None) -> argparse.ArgumentParser:
                     help="stop a pair's process S seconds after it has loaded the pair (its start and the torch "
                          "import are not counted) and record it as failed, keeping the variants it finished "
                          "(default 600), e.g. --timeout 120")
+    ap.add_argument("--sizes", type=int, nargs="+", metavar="N",
+                    help="run each pair that takes a size once per size, one report row each (what a size counts is "
+                         "the pair's: its baseline's SWEEP says); pairs that take none are left out, "
+                         "e.g. --sizes 4096 8192")
+    ap.add_argument("--dtypes", nargs="+", choices=SWEEP_DTYPES, metavar="DTYPE",
+                    help=f"as --sizes, for the input dtype ({', '.join(SWEEP_DTYPES)}); with --sizes, every "
+                         f"combination, e.g. --dtypes float32 bfloat16")
     ap.add_argument("--profile", choices=("torch", "nsys", "ncu"),
                     help="also profile each variant's timed call: torch.profiler trace (Chrome/Perfetto JSON), "
                          "or an nsys / ncu report, written next to results.json, e.g. --profile torch")
@@ -238,9 +249,53 @@ def list_pairs(selection, loaded) -> int:
             print(f"  {name:24s} FAILED to load: {_load_error(pair)}")
             continue
         print(f"  {name:24s} [{pair.bound}, {'/'.join(pair.devices)}] {pair.baseline.summary}")
+        if pair.sweep:
+            print(f"    sweeps {sweep_text(pair.sweep)}")
         for v in pair.variants:
             print(f"    {v.name:34s} {v.summary}")
     return 1 if any(isinstance(p, Exception) for p in loaded) else 0
+
+
+def sweep_text(sweep: dict) -> str:
+    """What --sizes and --dtypes set in a pair: 'size (columns per row), dtype (float32, bfloat16)'."""
+    parts = [f"size ({sweep['size']})"] if "size" in sweep else []
+    return ", ".join(parts + [f"dtype ({', '.join(sweep['dtype'])})"] if "dtype" in sweep else parts)
+
+
+def sweep_points(selection, loaded, sizes: list[int] | None, dtypes: list[str] | None, named: bool):
+    """--sizes/--dtypes: each pair that takes them becomes one entry per point (pair.at(point)), in the order
+    sizes, then dtypes. A pair that does not take one, or not one of the dtypes, is left out of a chapter's
+    sweep (said on stderr), and is bad input when named with --pair. (selection, loaded), or the complaint."""
+    if any(n <= 0 for n in sizes or []):
+        return f"--sizes {min(sizes)}: a size is a positive count"
+    given = [(k, v) for k, v in (("size", sizes), ("dtype", dtypes)) if v]
+    points = [dict(zip([k for k, _ in given], combo)) for combo in itertools.product(*[v for _, v in given])]
+    out_selection, out_loaded, left_out = [], [], []
+    for (c, name, base, opts), pair in zip(selection, loaded):
+        if isinstance(pair, Exception):  # it fails alone, as in any run
+            out_selection.append((c, name, base, opts))
+            out_loaded.append(pair)
+            continue
+        lacks = [f"--{k}s" for k, _ in given if k not in pair.sweep]
+        takes = [p for p in points if "dtype" not in p or p["dtype"] in pair.sweep.get("dtype", ())]
+        if lacks or len(takes) < len(points):
+            why = (f"takes no {' or '.join(lacks)}" if lacks else
+                   f"takes only the dtypes {', '.join(pair.sweep['dtype'])}")
+            if named:
+                return f"ch{c}/{name} {why}" + (f" (it sweeps {sweep_text(pair.sweep)})" if pair.sweep else "")
+            left_out.append(f"ch{c}/{name} ({why})")
+            if lacks:
+                continue
+        for point in takes:
+            at = pair.at(point)
+            out_selection.append((c, at.name, base, opts))
+            out_loaded.append(at)
+    if left_out:
+        print(f"left out of the sweep: {'; '.join(left_out)}", file=sys.stderr)
+    if not out_selection:
+        return "none of the selected pairs takes " + " and ".join(f"--{k}s" for k, _ in given) + \
+            " (--list shows what each pair sweeps)"
+    return out_selection, out_loaded
 
 
 def _json_kind(x) -> str:
@@ -295,7 +350,8 @@ def cannot_run_here(pair, device_type: str) -> str | None:
 
 def skipped_result(c: int, name: str, pair, reason: str, device_type: str) -> dict:
     from common.pair import pair_record
-    return pair_record(c, name, pair.bound, status="skipped", error=reason, device_type=device_type)
+    swept = {"point": pair.point, "size_counts": pair.sweep.get("size")} if pair.point else {}
+    return pair_record(c, name, pair.bound, status="skipped", error=reason, device_type=device_type, **swept)
 
 
 def main(argv=None, pair_file: Path | None = None) -> int:
@@ -328,6 +384,11 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
         loaded = load_all(selection)
         if args.list:
             return list_pairs(selection, loaded)
+        if args.sizes or args.dtypes:
+            swept = sweep_points(selection, loaded, args.sizes, args.dtypes, named=bool(args.pair))
+            if isinstance(swept, str):
+                return fail(swept)
+            selection, loaded = swept
     device = _device_for(args, selection, loaded)
     if isinstance(device, str):
         return fail(device)
@@ -566,7 +627,8 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
             try:
                 r = run_in_subprocess(c, name, pair.bound, base, opts, device=device.type, peaks=peaks_path(device),
                                       quick=args.quick, budget=budget, timeout_s=args.timeout, nproc=pair.nproc,
-                                      profile=args.profile, outdir=outdir, spare=mine, on_stage=ahead)
+                                      profile=args.profile, outdir=outdir, spare=mine, on_stage=ahead,
+                                      point=pair.point)
             except BaseException:
                 if mine is not None and mine.proc.stdin and not mine.proc.stdin.closed:  # never handed the pair
                     mine.discard()
@@ -574,6 +636,8 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
             if r["status"] == "failed":
                 print(f"    FAILED: {r.get('error') or 'a variant failed; see the report'}", file=sys.stderr)
             print(f"    {tag}: {r.get('elapsed_s', 0):.1f} s wall" + _stages_text(r), file=sys.stderr)
+            if pair.point:  # also where the worker never wrote its result
+                r.update(point=pair.point, size_counts=pair.sweep.get("size"))
             results.append(r)
     finally:
         if spare is not None:

@@ -1,4 +1,5 @@
-"""The report's two figures: speedup.png (every pair, every variant, with its status) and roofline.png.
+"""The report's figures: speedup.png (every pair, every variant, with its status), roofline.png, and for a
+sweep (benchmark.py --sizes) sweep.png, each variant's achieved rate against the size.
 
 Both are drawn from a results.json document alone, so a committed report can be redrawn without
 re-measuring (scripts/redraw_figures.py). This module imports common.report (what a result says:
@@ -40,9 +41,11 @@ REASON_CHARS = 95              # a failure reason longer than this is cut in the
 
 
 def write_figures(doc: dict, outdir: Path) -> list[Path]:
-    """speedup.png and roofline.png in `outdir`; returns their paths (report.write_report's `draw`)."""
+    """speedup.png, roofline.png and, for a sweep over sizes, sweep.png in `outdir`; returns their paths
+    (report.write_report's `draw`)."""
     written = []
-    for name, plot in (("speedup.png", plot_speedups), ("roofline.png", plot_roofline)):
+    plots = [("speedup.png", plot_speedups), ("roofline.png", plot_roofline)]
+    for name, plot in plots + ([("sweep.png", plot_sweep)] if sweep_groups(doc) else []):
         plot(doc, Path(outdir) / name)
         written.append(Path(outdir) / name)
     return written
@@ -367,3 +370,52 @@ def _place_tags(ax, labels: list[tuple], points: list[tuple[float, float]]) -> N
         dx, dy, ha, va = offset
         ax.annotate(text, xy=xy, xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=TAG_PT,
                     color=colour)
+
+
+# ----------------------------------------------------------------------------- sweep.png
+DTYPE_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def sweep_groups(doc: dict) -> dict[tuple[str, str], list[dict]]:
+    """The pairs of a sweep over sizes, by (pair without its point, dtype), in order of size."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for p in doc["pairs"]:
+        point = p.get("point") or {}
+        if "size" in point:
+            key = (f"ch{p['chapter']}/{p['name'].split('@')[0]}", point.get("dtype", ""))
+            groups.setdefault(key, []).append(p)
+    return {k: sorted(v, key=lambda p: p["point"]["size"]) for k, v in groups.items()}
+
+
+def plot_sweep(doc: dict, path: Path) -> None:
+    """One panel per swept pair and dtype: each variant's achieved GB/s (memory- and transfer-bound pairs) or
+    TFLOP/s against the size, verified points only (a failed or SUSPECT point leaves a gap), and the measured
+    ceiling as a dashed line where the report applied it to some point (not to a working set that fits in
+    cache)."""
+    groups = sweep_groups(doc)
+    fig, axes = plt.subplots(len(groups), 1, figsize=(FIG_WIDTH_IN * 0.7, 3.0 * len(groups)), squeeze=False)
+    peaks = doc["device"].get("ceilings") or {}
+    for ax, ((key, dtype), pairs) in zip(axes[:, 0], groups.items()):
+        memory = pairs[0]["bound"] in ("memory", "transfer")
+        rate, unit = ("gbps", "GB/s") if memory else ("tflops", "TFLOP/s")
+        names = list(dict.fromkeys(v["name"] for p in pairs for v in entries(p)))
+        for name in names:
+            pts = [(p["point"]["size"], v[rate]) for p in pairs for v in entries(p)
+                   if v["name"] == name and v.get("verified") and not v.get("suspect") and v.get(rate)]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", markersize=4, label=short_variant_name(key.split("/")[1], name))
+        ceiling = peaks.get("copy_gbps") if memory else (peaks.get("matmul_tflops") or {}).get(
+            DTYPE_PRECISION.get(dtype, "fp32"))
+        if ceiling and any(v.get("ceiling") for p in pairs for v in entries(p)):  # only where the harness applied it
+            ax.axhline(ceiling, ls="--", lw=1, color="#555555", label=f"measured ceiling {ceiling:.4g} {unit}")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([p["point"]["size"] for p in pairs], [str(p["point"]["size"]) for p in pairs])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"{key}{', ' + dtype if dtype else ''}", fontsize=FONT_PT + 1, loc="left")
+        ax.set_xlabel("size: " + (pairs[0].get("size_counts") or "the pair's own unit"), fontsize=FONT_PT)
+        ax.set_ylabel(unit, fontsize=FONT_PT)
+        ax.tick_params(labelsize=FONT_PT)
+        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle(f"Sweep: achieved rate against size. {run_label(doc)}\n{_subtitle(doc)}", fontsize=FONT_PT + 1)
+    save_figure(fig, path)

@@ -58,10 +58,12 @@ def _pump(stream, prefix: str, tail: collections.deque, echo: bool):
 
 def worker_command(chapter: int, name: str, baseline: Path, optimized: list[Path], device: str,
                    result: Path, peaks: Path | None, quick: bool, budget: float, nproc: int,
-                   profile: str | None, outdir: Path | None) -> list[str]:
+                   profile: str | None, outdir: Path | None, point: dict | None = None) -> list[str]:
     args = ["--chapter", str(chapter), "--name", name, "--baseline", str(baseline),
             "--optimized", *map(str, optimized), "--device", device, "--result", str(result),
             "--budget", str(budget)]
+    if point:
+        args += ["--point", json.dumps(point)]
     if peaks:
         args += ["--peaks", str(peaks)]
     if quick:
@@ -344,8 +346,9 @@ def run_in_subprocess(chapter: int, name: str, bound: str, baseline: Path, optim
                       nproc: int = 1, profile: str | None = None, outdir: Path | None = None,
                       echo: bool = True, startup_s: float = STARTUP_S,
                       command: Callable[[Path], list[str]] | None = None, spare: Spare | None = None,
-                      on_stage: Callable[[str], None] | None = None) -> dict:
-    """Run one pair in its own process and return its result, finished or not.
+                      on_stage: Callable[[str], None] | None = None, point: dict | None = None) -> dict:
+    """Run one pair (at one sweep point, where `point` is given) in its own process and return its result,
+    finished or not.
 
     `command(result_path)` replaces the worker's command line (the tests use a fake worker); `spare` and
     `on_stage` as in `watch`.
@@ -353,7 +356,8 @@ def run_in_subprocess(chapter: int, name: str, bound: str, baseline: Path, optim
     with tempfile.TemporaryDirectory(prefix="pair-") as tmp:
         result_path = Path(tmp) / "result.json"
         cmd = command(result_path) if command else worker_command(
-            chapter, name, baseline, optimized, device, result_path, peaks, quick, budget, nproc, profile, outdir)
+            chapter, name, baseline, optimized, device, result_path, peaks, quick, budget, nproc, profile, outdir,
+            point)
         run = watch(cmd, result_path, env=worker_env(baseline), timeout_s=timeout_s, startup_s=startup_s,
                     echo=echo, spare=spare, on_stage=on_stage)
     result = settle(run, chapter=chapter, name=name, bound=bound,

@@ -23,6 +23,13 @@ optional, in the baseline
                                computed on the CPU in one process from every
                                rank's seeded inputs; the baseline is checked
                                against it before any variant is verified
+    SWEEP = {"size": "columns per row", "dtype": ("float32", "bfloat16")}
+                               the workload parameters benchmark.py's --sizes and
+                               --dtypes may set (one run of the pair per point, one
+                               report row each): workload(seed, device, quick,
+                               size=None, dtype=None) then takes them as keywords,
+                               None meaning its own default; "size" says what a
+                               size counts, "dtype" lists the dtypes it takes
     stages(w) -> (chunks, {name: call})
                                for a pipeline (copy in, compute, copy out): the
                                chunk count and each stage of one chunk, timed
@@ -79,6 +86,7 @@ import dataclasses
 import difflib
 import importlib
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -90,7 +98,9 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send_
 COMPARES = ("outputs", "logits_margin")   # COMPARE: element by element (the default), or common.decode_check
 # Every name the harness reads from a pair file, by the side it reads it from (the docstring above says what
 # each is); a name of one side defined on the other is ignored, so check_contract refuses it.
-BASELINE_NAMES = ("BOUND", "workload", "prepare", "DEVICES", "NPROC", "COMPARE", "reference", "stages", "REQUIRES")
+BASELINE_NAMES = ("BOUND", "workload", "prepare", "DEVICES", "NPROC", "COMPARE", "reference", "stages", "REQUIRES",
+                  "SWEEP")
+SWEEP_DTYPES = ("float32", "bfloat16", "float16")  # what --dtypes may name (torch.<name>)
 VARIANT_NAMES = ("prepare", "PRECISION", "bytes_moved", "DEVICES", "REQUIRES", "KIND")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -195,6 +205,17 @@ class Pair:
     name: str
     baseline: Variant
     variants: list[Variant]
+    point: dict = dataclasses.field(default_factory=dict)  # {"size": n, "dtype": name}: one point of a sweep
+
+    @property
+    def sweep(self) -> dict:
+        """What --sizes and --dtypes may set in this pair's workload (the baseline's SWEEP), or {}."""
+        return dict(getattr(self.baseline.module, "SWEEP", {}))
+
+    def at(self, point: dict) -> "Pair":
+        """This pair at one sweep point, named for it: softmax@4096-bfloat16."""
+        label = "-".join(str(point[k]) for k in ("size", "dtype") if k in point)
+        return dataclasses.replace(self, name=f"{self.name.split('@')[0]}@{label}", point=dict(point))
 
     @property
     def key(self) -> str:
@@ -213,7 +234,7 @@ class Pair:
         return self.baseline.devices
 
     def workload(self, seed: int, device, quick: bool) -> Workload:
-        return self.baseline.module.workload(seed=seed, device=device, quick=quick)
+        return self.baseline.module.workload(seed=seed, device=device, quick=quick, **self.point)
 
 
 class ContractError(Exception):
@@ -266,6 +287,7 @@ def check_contract(pair: Pair) -> None:
     if compare not in COMPARES:
         raise ContractError(f"{pair.baseline.path.name}: COMPARE={compare!r}, expected one of {COMPARES}")
     _check_names(pair.baseline, BASELINE_NAMES, VARIANT_NAMES, "optimized files")
+    _check_sweep(pair)
     if not pair.variants:
         raise ContractError(f"{pair.key}: no optimized_{pair.name}*.py beside the baseline")
     for v in pair.variants:
@@ -276,6 +298,24 @@ def check_contract(pair: Pair) -> None:
             raise ContractError(f"{v.path.name}: PRECISION={v.precision!r}, expected one of {PRECISIONS}")
         if v.kind not in KINDS:
             raise ContractError(f"{v.path.name}: KIND={v.kind!r}, expected one of {KINDS}")
+
+
+def _check_sweep(pair: Pair) -> None:
+    """SWEEP names only size and dtype, says what a size counts, lists known dtypes; workload takes them."""
+    if not hasattr(pair.baseline.module, "SWEEP"):
+        return
+    name, sweep = pair.baseline.path.name, pair.baseline.module.SWEEP
+    if not isinstance(sweep, dict) or not sweep or set(sweep) - {"size", "dtype"}:
+        raise ContractError(f"{name}: SWEEP must be a dict with the keys size and/or dtype, not {sweep!r}")
+    if "size" in sweep and not (isinstance(sweep["size"], str) and sweep["size"]):
+        raise ContractError(f"{name}: SWEEP['size'] must say what a size counts (\"columns per row\")")
+    dtypes = sweep.get("dtype", SWEEP_DTYPES)
+    if not isinstance(dtypes, tuple) or not dtypes or set(dtypes) - set(SWEEP_DTYPES):
+        raise ContractError(f"{name}: SWEEP['dtype'] must be a tuple of {SWEEP_DTYPES}, not {dtypes!r}")
+    params = inspect.signature(pair.baseline.module.workload).parameters
+    missing = [k for k in sweep if k not in params]
+    if missing:
+        raise ContractError(f"{name}: SWEEP names {missing[0]}, which workload() does not take as a keyword")
 
 
 def check_workload(pair: Pair, w: Workload) -> None:

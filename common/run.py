@@ -639,7 +639,8 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
              untouched: Snapshot | None = None) -> dict:
     """Verify and time the baseline and every variant; `progress(result, doing)` after each step."""
     device = torch.device(device)
-    result = pair_record(pair.chapter, pair.name, pair.bound, device_type=device.type)
+    result = pair_record(pair.chapter, pair.name, pair.bound, device_type=device.type,
+                         **({"point": pair.point} if pair.point else {}))
     if device.type not in pair.devices:
         result.update(status="skipped", error=f"needs {' or '.join(pair.devices).upper()}; this run is on {device.type.upper()}")
         return result
@@ -732,6 +733,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=2.0)
     ap.add_argument("--profile")
     ap.add_argument("--outdir")
+    ap.add_argument("--point", help="one sweep point, as JSON: {\"size\": 4096, \"dtype\": \"bfloat16\"}")
     a = ap.parse_args(argv)
 
     from common.files import atomic_write_json
@@ -754,6 +756,8 @@ def main(argv=None) -> int:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     untouched = Snapshot()  # before any pair file is imported
     pair = load_pair(a.chapter, a.name, Path(a.baseline), [Path(p) for p in a.optimized])
+    if a.point:
+        pair = pair.at(json.loads(a.point))
     stub = pair_record(pair.chapter, pair.name, pair.bound)
     progress(stub, {"variant": None, "stage": "starting"})
     peaks = json.loads(Path(a.peaks).read_text()) if a.peaks else None

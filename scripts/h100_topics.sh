@@ -46,8 +46,8 @@ run_part() {
     warp_spec)
       step build_warp_spec 180 make -C ch13 warp_specialization_demo
       step warp_specialization_demo 120 ch13/bin/warp_specialization_demo_sm90
-      # the three versions' first launches (the checks; cuBLAS's kernels are named gemm too, hence the names)
-      TAIL=60 step warp_spec_ncu 240 ncu --launch-count 3 --kernel-name "regex:gemm_uniform|gemm_specialized" --section SpeedOfLight --section WarpStateStats --metrics "${WS_METRICS:-gpu__time_duration.sum}" ch13/bin/warp_specialization_demo_sm90
+      # the four versions' first launches (the checks; cuBLAS's kernels are named gemm too, hence the names)
+      TAIL=60 step warp_spec_ncu 240 ncu --launch-count 4 --kernel-name "regex:gemm_uniform|gemm_specialized" --section SpeedOfLight --section WarpStateStats --metrics "${WS_METRICS:-gpu__time_duration.sum}" ch13/bin/warp_specialization_demo_sm90
       fault ch13/warp_specialization_demo sm_90a "$($py scripts/cuda_paths.py cublas)" ;;
     pairs)
       # shellcheck disable=SC2046

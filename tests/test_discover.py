@@ -91,6 +91,11 @@ def test_the_contract_is_checked(tmp_path):
     ("", "COMPARE = 'outputs'\ndef prepare(w): pass\n", r"defines COMPARE, which the harness reads from the baseline only"),
     ("KIND = 'pitfall'\n", "def prepare(w): pass\n", r"defines KIND, which the harness reads from the optimized files only"),
     ("stages = 4\n", "def prepare(w): pass\n", r"stages must be a function"),
+    ("SWEEP = {'rows': 'x'}\n", "def prepare(w): pass\n", r"SWEEP must be a dict with the keys size and/or dtype"),
+    ("SWEEP = {'size': ''}\n", "def prepare(w): pass\n", r"SWEEP\['size'\] must say what a size counts"),
+    ("SWEEP = {'dtype': ('int8',)}\n", "def prepare(w): pass\n", r"SWEEP\['dtype'\] must be a tuple of"),
+    ("SWEEP = {'size': 'rows'}\n", "def prepare(w): pass\n", r"SWEEP names size, which workload\(\) does not take"),
+    ("", "SWEEP = {'size': 'rows'}\ndef prepare(w): pass\n", r"defines SWEEP, which the harness reads from the baseline"),
 ])
 def test_a_misspelt_or_misplaced_contract_name_is_one_line_at_load(tmp_path, baseline_extra, variant_text, message):
     """Names the harness would silently ignore (or trip over in the child process) are refused at load."""
