@@ -270,7 +270,7 @@ def sweep_points(selection, loaded, sizes: list[int] | None, dtypes: list[str] |
         return f"--sizes {min(sizes)}: a size is a positive count"
     given = [(k, v) for k, v in (("size", sizes), ("dtype", dtypes)) if v]
     points = [dict(zip([k for k, _ in given], combo)) for combo in itertools.product(*[v for _, v in given])]
-    out_selection, out_loaded, left_out = [], [], []
+    out_selection, out_loaded, left_out, take_none = [], [], [], []
     for (c, name, base, opts), pair in zip(selection, loaded):
         if isinstance(pair, Exception):  # it fails alone, as in any run
             out_selection.append((c, name, base, opts))
@@ -283,13 +283,17 @@ def sweep_points(selection, loaded, sizes: list[int] | None, dtypes: list[str] |
                    f"takes only the dtypes {', '.join(pair.sweep['dtype'])}")
             if named:
                 return f"ch{c}/{name} {why}" + (f" (it sweeps {sweep_text(pair.sweep)})" if pair.sweep else "")
-            left_out.append(f"ch{c}/{name} ({why})")
             if lacks:
+                take_none.append(f"ch{c}/{name}")
                 continue
+            left_out.append(f"ch{c}/{name}'s other dtypes (it {why})")
         for point in takes:
             at = pair.at(point)
             out_selection.append((c, at.name, base, opts))
             out_loaded.append(at)
+    if take_none:  # most pairs, in a chapter's sweep: counted, not listed
+        left_out.insert(0, f"{len(take_none)} pair(s) that take no " + " or ".join(f"--{k}s" for k, _ in given) +
+                        " (--list says which pairs sweep what)")
     if left_out:
         print(f"left out of the sweep: {'; '.join(left_out)}", file=sys.stderr)
     if not out_selection:

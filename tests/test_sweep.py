@@ -69,7 +69,8 @@ def test_a_chapter_sweep_leaves_out_what_a_pair_does_not_take_and_says_so(capsys
     assert [p.point for p in pairs] == [{"size": 256, "dtype": "bfloat16"}, {"size": 256, "dtype": "float32"},
                                         {"size": 256, "dtype": "bfloat16"}]
     said = capsys.readouterr().err
-    assert "ch1/batched_gemm (takes no --sizes" in said and "ch1/fused_gelu (takes only the dtypes" in said
+    assert "1 pair(s) that take no --sizes or --dtypes" in said, said
+    assert "ch1/fused_gelu's other dtypes (it takes only the dtypes bfloat16, float16)" in said, said
     # the point is what the workload gets: 256 tokens of bf16 for fused_gelu
     w = pairs[0].workload(seed=1, device="cpu", quick=True)
     assert w.inputs["x"].shape[0] == 256 and str(w.inputs["x"].dtype) == "torch.bfloat16"
