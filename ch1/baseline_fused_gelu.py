@@ -7,9 +7,9 @@ again; GELU reads and writes it a third time: 4 extra passes over a
 
 Prepared once: the weight W and bias b. Per call: the activation x.
 
-A sweep sets the tokens (the rows of x; the layer stays 4096 -> 4096, 512 -> 512 on a CPU) and the
-dtype: `benchmark.py --pair fused_gelu --sizes 2048 16384 --dtypes bfloat16 float16`. Not float32: the
-Triton variant's tl.dot would compute it in TF32.
+A sweep sets the tokens (the rows of x; the layer stays 4096 -> 4096, or 512 -> 512 on a CPU and with
+--quick) and the dtype: `benchmark.py --pair fused_gelu --sizes 2048 16384 --dtypes bfloat16 float16`.
+Not float32: the Triton variant's tl.dot would compute it in TF32.
 
 Bound: compute. Napkin math: 550 GFLOP ≈ 0.75 ms at ~730 TFLOP/s; the
 two extra elementwise kernels move 512 MiB ≈ 0.18 ms at ~3 TB/s.

@@ -268,7 +268,7 @@ def sweep_points(selection, loaded, sizes: list[int] | None, dtypes: list[str] |
     sweep (said on stderr), and is bad input when named with --pair. (selection, loaded), or the complaint."""
     if any(n <= 0 for n in sizes or []):
         return f"--sizes {min(sizes)}: a size is a positive count"
-    given = [(k, v) for k, v in (("size", sizes), ("dtype", dtypes)) if v]
+    given = [(k, list(dict.fromkeys(v))) for k, v in (("size", sizes), ("dtype", dtypes)) if v]  # each point once
     points = [dict(zip([k for k, _ in given], combo)) for combo in itertools.product(*[v for _, v in given])]
     out_selection, out_loaded, left_out, take_none = [], [], [], []
     for (c, name, base, opts), pair in zip(selection, loaded):
@@ -286,19 +286,19 @@ def sweep_points(selection, loaded, sizes: list[int] | None, dtypes: list[str] |
             if lacks:
                 take_none.append(f"ch{c}/{name}")
                 continue
-            left_out.append(f"ch{c}/{name}'s other dtypes (it {why})")
+            dropped = sorted({p["dtype"] for p in points} - {p["dtype"] for p in takes})
+            left_out.append(f"ch{c}/{name} at {', '.join(dropped)} (it {why})")
         for point in takes:
             at = pair.at(point)
             out_selection.append((c, at.name, base, opts))
             out_loaded.append(at)
     if take_none:  # most pairs, in a chapter's sweep: counted, not listed
-        left_out.insert(0, f"{len(take_none)} pair(s) that take no " + " or ".join(f"--{k}s" for k, _ in given) +
-                        " (--list says which pairs sweep what)")
+        left_out.insert(0, f"{len(take_none)} pair(s) whose baseline's SWEEP does not take " +
+                        " and ".join(f"--{k}s" for k, _ in given) + " (--list says what each pair sweeps)")
+    if not out_selection:
+        return "nothing to sweep: " + "; ".join(left_out)
     if left_out:
         print(f"left out of the sweep: {'; '.join(left_out)}", file=sys.stderr)
-    if not out_selection:
-        return "none of the selected pairs takes " + " and ".join(f"--{k}s" for k, _ in given) + \
-            " (--list shows what each pair sweeps)"
     return out_selection, out_loaded
 
 
@@ -526,7 +526,7 @@ def _figure_writer():
     try:
         from common.figures import write_figures
     except ImportError:
-        print("matplotlib is not installed: speedup.png and roofline.png not drawn", file=sys.stderr)
+        print("matplotlib is not installed: no figures drawn (speedup.png, roofline.png, sweep.png)", file=sys.stderr)
         return None
     return write_figures
 

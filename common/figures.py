@@ -63,6 +63,7 @@ def save_figure(fig, path: Path) -> None:
 
 def short_variant_name(pair_name: str, variant_name: str) -> str:
     """optimized_tensor_cores_bf16 in pair tensor_cores -> "bf16"; optimized_batched_gemm -> "optimized"."""
+    pair_name = pair_name.split("@")[0]  # a sweep point's name: softmax@4096-bfloat16
     rest = variant_name[len("optimized_"):] if variant_name.startswith("optimized_") else variant_name
     if rest == pair_name:
         return "optimized"
@@ -373,7 +374,20 @@ def _place_tags(ax, labels: list[tuple], points: list[tuple[float, float]]) -> N
 
 
 # ----------------------------------------------------------------------------- sweep.png
-DTYPE_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+def sweep_ceilings(pairs: list[dict], peaks: dict) -> list[tuple[str, float]]:
+    """The measured ceilings the report applied to some point of these pairs, [(name, value)]: "copy_gbps",
+    "matmul_tflops.bf16" (the variants' `ceiling`, so a bf16 run is drawn against the bf16 rate). None where the
+    report applied none (a working set that fits in cache)."""
+    names = sorted({v["ceiling"] for p in pairs for v in entries(p) if v.get("ceiling")})
+    found = []
+    for name in names:
+        value = peaks
+        for part in name.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, (int, float)):
+            found.append((name, float(value)))
+    return found
+
 
 
 def sweep_groups(doc: dict) -> dict[tuple[str, str], list[dict]]:
@@ -390,8 +404,7 @@ def sweep_groups(doc: dict) -> dict[tuple[str, str], list[dict]]:
 def plot_sweep(doc: dict, path: Path) -> None:
     """One panel per swept pair and dtype: each variant's achieved GB/s (memory- and transfer-bound pairs) or
     TFLOP/s against the size, verified points only (a failed or SUSPECT point leaves a gap), and the measured
-    ceiling as a dashed line where the report applied it to some point (not to a working set that fits in
-    cache)."""
+    ceilings the report applied (sweep_ceilings) as dashed lines."""
     groups = sweep_groups(doc)
     fig, axes = plt.subplots(len(groups), 1, figsize=(FIG_WIDTH_IN * 0.7, 3.0 * len(groups)), squeeze=False)
     peaks = doc["device"].get("ceilings") or {}
@@ -404,10 +417,8 @@ def plot_sweep(doc: dict, path: Path) -> None:
                    if v["name"] == name and v.get("verified") and not v.get("suspect") and v.get(rate)]
             if pts:
                 ax.plot(*zip(*pts), marker="o", markersize=4, label=short_variant_name(key.split("/")[1], name))
-        ceiling = peaks.get("copy_gbps") if memory else (peaks.get("matmul_tflops") or {}).get(
-            DTYPE_PRECISION.get(dtype, "fp32"))
-        if ceiling and any(v.get("ceiling") for p in pairs for v in entries(p)):  # only where the harness applied it
-            ax.axhline(ceiling, ls="--", lw=1, color="#555555", label=f"measured ceiling {ceiling:.4g} {unit}")
+        for (name, ceiling), style in zip(sweep_ceilings(pairs, peaks), ("--", ":", "-.")):
+            ax.axhline(ceiling, ls=style, lw=1, color="#555555", label=f"measured {name} {ceiling:.4g} {unit}")
         ax.set_xscale("log", base=2)
         ax.set_xticks([p["point"]["size"] for p in pairs], [str(p["point"]["size"]) for p in pairs])
         ax.xaxis.set_minor_locator(NullLocator())

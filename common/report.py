@@ -545,6 +545,10 @@ def _compare_notes(old: dict, new: dict, allow_quick_vs_full: bool) -> list[str]
         notes.append(f"the {'old' if not old_cpu else 'new'} run does not record its host CPU: hosts may differ")
     if new.get("interrupted"):
         notes.append("the new run was interrupted: pairs it did not reach are listed as missing")
+    swept = [{p["name"] for p in doc["pairs"] if p.get("point")} for doc in (old, new)]
+    if swept[0] != swept[1]:
+        notes.append("the runs cover different sweep points (--sizes, --dtypes): a point of the old run that the "
+                     "new one lacks is listed as missing")
     return notes
 
 

@@ -126,6 +126,19 @@ def test_each_sample_has_a_make_rule_of_its_name(name):
 
 
 @needs_nvcc
+@pytest.mark.parametrize("arch, built_for", [("sm_90", "sm_90a"), ("sm_100", "sm_100")])
+def test_warp_specialization_demo_builds_for_hopper_features_only_on_hopper(arch, built_for):
+    """ARCH_warp_specialization_demo (common/cuda/samples.mk): on sm_90 the sample is built for sm_90a, whose
+    wgmma and setmaxnreg it uses; elsewhere for the GPU's own architecture, where it says at run time that it
+    needs a Hopper."""
+    proc = subprocess.run(["make", "-n", "-B", "-C", str(ROOT / "ch13"), "warp_specialization_demo", f"ARCH={arch}"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if "warp_specialization_demo.cu" in x)
+    assert re.findall(r"-arch=(\w+)", line) == [built_for], line
+
+
+@needs_nvcc
 def test_missing_cublas_is_one_line_with_the_command(tmp_path):
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\nexit 1\n")  # cuda_paths.py finds no cuBLAS
@@ -276,6 +289,70 @@ def test_sfu_demo_puts_each_share_of_exp2_on_the_pipe_it_names(tmp_path):
     assert ex2[poly] == 0 and ex2[mufu] > 0 and fma[mufu] <= 2, (ex2, fma)
     polys_in_mixed = (fma[mixed] - fma[mufu]) / 6
     assert ex2[mixed] == 2 * round(polys_in_mixed) and fma[poly] >= 6 * ex2[mufu], (ex2, fma)
+
+
+def _cublas_flags() -> list[str]:
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "cuda_paths.py"), "cublas"], capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+@needs_nvcc
+def test_warp_specialization_demo_gives_each_version_the_instructions_it_names(tmp_path):
+    """warp_specialization_demo.cu's premise in its PTX (sm_90a): every version multiplies with wgmma; the two
+    uniform TMA kernels refill a stage after a block barrier inside the loop and trade no registers; the cp.async
+    version copies with cp.async, fenced for wgmma's async proxy, and no TMA; the specialized kernel has one block
+    barrier (after the mbarriers' init), gives registers away and takes them (setmaxnreg), and waits on two
+    kinds of mbarrier (full and empty)."""
+    ptx = tmp_path / "ws.ptx"
+    proc = subprocess.run([NVCC, "-std=c++17", "-O3", "-arch=sm_90a", f"-I{ROOT / 'common' / 'cuda'}", "-ptx",
+                           str(ROOT / "ch13" / "warp_specialization_demo.cu"), "-o", str(ptx), *_cublas_flags()],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts, kernel = {}, None
+    for line in ptx.read_text().splitlines():
+        m = re.search(r"\.entry (\w+)\(", line)
+        if m:
+            kernel = m.group(1)
+            counts[kernel] = {}
+        m = re.match(r"\s*(?:@%p\d+\s+)?(wgmma\.mma_async|setmaxnreg\.\w+|bar\.sync|cp\.async\.bulk\.tensor|cp\.async\.cg|"
+                     r"mbarrier\.try_wait|fence\.proxy\.async)", line)
+        if m and kernel:
+            counts[kernel][m.group(1)] = counts[kernel].get(m.group(1), 0) + 1
+    uniform = [find(counts, "gemm_uniformILi1E"), find(counts, "gemm_uniformILi4E")]
+    cp_async, special = find(counts, "gemm_uniform_cp_async"), find(counts, "gemm_specialized")
+    assert all(c.get("wgmma.mma_async", 0) >= 4 for k, c in counts.items() if "gemm_" in k), counts
+    for c in uniform:
+        assert c.get("bar.sync", 0) >= 2 and c.get("cp.async.bulk.tensor") and not c.get("setmaxnreg.inc"), c
+    assert cp_async.get("cp.async.cg") and cp_async.get("fence.proxy.async") and not cp_async.get(
+        "cp.async.bulk.tensor") and not cp_async.get("mbarrier.try_wait"), cp_async
+    assert special.get("bar.sync") == 1 and special.get("setmaxnreg.dec") == 1 == special.get("setmaxnreg.inc"), special
+    assert special.get("mbarrier.try_wait", 0) >= 2 and special.get("cp.async.bulk.tensor"), special
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch, wgmma", [("sm_90a", True), ("sm_90", False), ("sm_80", False)])
+def test_warp_specialization_demo_builds_anywhere_and_holds_wgmma_only_for_sm_90a(arch, wgmma, tmp_path):
+    """Built for another GPU (an A100, or plain sm_90) the kernels compile empty and main() refuses in one line
+    (built_for_hopper): `make -C ch13` keeps building the chapter's other samples on any GPU."""
+    ptx = tmp_path / "ws.ptx"
+    proc = subprocess.run([NVCC, "-std=c++17", "-O3", f"-arch={arch}", f"-I{ROOT / 'common' / 'cuda'}", "-ptx",
+                           str(ROOT / "ch13" / "warp_specialization_demo.cu"), "-o", str(ptx), *_cublas_flags()],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = ptx.read_text()
+    assert ("wgmma.mma_async" in text) == wgmma and ("setmaxnreg" in text) == wgmma
+
+
+@needs_nvcc
+def test_warp_specialization_demo_negative_control_builds(tmp_path):
+    """Its -DINJECT_FAULT build (shown failing on the H100 by scripts/h100_topics.sh) keeps compiling, for the
+    architecture whose instructions it uses."""
+    proc = subprocess.run([NVCC, "-std=c++17", "-O3", "-arch=sm_90a", f"-I{ROOT / 'common' / 'cuda'}", "-DINJECT_FAULT",
+                           "-c", str(ROOT / "ch13" / "warp_specialization_demo.cu"), "-o", str(tmp_path / "x.o"),
+                           *_cublas_flags()], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 @needs_nvcc

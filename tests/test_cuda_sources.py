@@ -55,7 +55,10 @@ def test_cu_compiles(src, tmp_path):
     # A file with a main() is a program: compile and link it. Otherwise (a torch extension's kernels) compile only.
     is_program = "int main(" in text
     out = tmp_path / (src.stem + (".bin" if is_program else ".o"))
-    cmd = [NVCC, "-std=c++17", "-O2", "-arch=sm_90", f"-I{ROOT / 'common' / 'cuda'}", str(src), "-o", str(out)]
+    # a sample with Hopper-only instructions (wgmma, setmaxnreg) guards them with __CUDA_ARCH_FEAT_SM90_ALL: build
+    # it for sm_90a, so that they are compiled here too (its Makefile does the same)
+    arch = "sm_90a" if "__CUDA_ARCH_FEAT_SM90_ALL" in text else "sm_90"
+    cmd = [NVCC, "-std=c++17", "-O2", f"-arch={arch}", f"-I{ROOT / 'common' / 'cuda'}", str(src), "-o", str(out)]
     if not is_program:
         cmd.insert(1, "-c")
     if "nvshmem" in text and "#include <nvshmem" in text:

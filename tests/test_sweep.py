@@ -69,10 +69,34 @@ def test_a_chapter_sweep_leaves_out_what_a_pair_does_not_take_and_says_so(capsys
     assert [p.point for p in pairs] == [{"size": 256, "dtype": "bfloat16"}, {"size": 256, "dtype": "float32"},
                                         {"size": 256, "dtype": "bfloat16"}]
     said = capsys.readouterr().err
-    assert "1 pair(s) that take no --sizes or --dtypes" in said, said
-    assert "ch1/fused_gelu's other dtypes (it takes only the dtypes bfloat16, float16)" in said, said
+    assert "1 pair(s) whose baseline's SWEEP does not take --sizes and --dtypes" in said, said
+    assert "ch1/fused_gelu at float32 (it takes only the dtypes bfloat16, float16)" in said, said
     # the point is what the workload gets: 256 tokens of bf16 for fused_gelu
     w = pairs[0].workload(seed=1, device="cpu", quick=True)
     assert w.inputs["x"].shape[0] == 256 and str(w.inputs["x"].dtype) == "torch.bfloat16"
-    assert sweep_points(selection[:1], loaded[:1], [256], None, named=False).startswith(
-        "none of the selected pairs takes --sizes")
+    assert sweep_points(selection[:1], loaded[:1], [256], None, named=False) == (
+        "nothing to sweep: 1 pair(s) whose baseline's SWEEP does not take --sizes (--list says what each pair sweeps)")
+    # a value given twice is one point, not two rows of one name
+    swept, _ = sweep_points(selection[2:], loaded[2:], [256, 256], ["float32", "float32"], named=False)
+    assert [s[1] for s in swept] == ["softmax@256-float32"]
+
+
+def test_the_sweep_figure_draws_the_ceiling_the_report_applied():
+    """sweep.png's dashed line is the ceiling named by the variants (a bf16 run against the bf16 rate), and none
+    where the report applied none (a working set that fits in cache)."""
+    from common.figures import sweep_ceilings
+    peaks = {"copy_gbps": 3000.0, "matmul_tflops": {"fp32": 50.0, "bf16": 750.0}}
+    bf16 = [{"baseline": {"name": "baseline", "ceiling": "matmul_tflops.bf16"}, "variants": []}]
+    cached = [{"baseline": {"name": "baseline", "ceiling": None}, "variants": []}]
+    assert sweep_ceilings(bf16, peaks) == [("matmul_tflops.bf16", 750.0)]
+    assert sweep_ceilings(cached, peaks) == []
+
+
+def test_compare_says_when_two_runs_swept_different_points(sweep_run):
+    from common.report import compare_runs
+    _, out = sweep_run
+    new = json.loads((out / "results.json").read_text())
+    old = {**new, "pairs": new["pairs"] + [{**new["pairs"][0], "name": "softmax@2048-float32",
+                                             "point": {"size": 2048, "dtype": "float32"}}]}
+    text, regressions = compare_runs(old, new)
+    assert "different sweep points" in text and "softmax@2048-float32" in text and regressions >= 1
