@@ -10,6 +10,11 @@ against a tile shape picked from eight stated configurations. In chapter 13's ru
 ops, slower than cuBLASLt. Timed beside chapter 1's baseline on the H100 at eae4ffc
 (profiles/h100/ch1-fused-gelu-eae4ffc): 1.23x (0.9823 -> 0.7973 ms), the cuBLASLt epilogue 1.360x (0.72 ms).
 
+Across token counts (benchmark.py --sizes, profiles/h100/sweep-443d16b) it wins from 4096 tokens up
+(1.215-1.238x) and loses at 1024: 0.838x, its 128 x 256 tiles 128 programs for 132 SMs at 382 TFLOP/s,
+where the eager baseline's cuBLAS matmul plus two passes reaches 464. A sweep shows it; the pair's own size
+(16384 tokens) does not.
+
 Prepared once: the autotuning (the first call benchmarks ch13/triton_kernels.py's GEMM_CONFIGS for this
 shape, reported as prepare_s; the choice is printed to stderr) and the output buffer, beside the
 baseline's W and b. Per call: one kernel launch that reads x, W and b and writes y. CUDA only: a CPU run
