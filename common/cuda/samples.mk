@@ -3,6 +3,7 @@
 #   LIBS_name1 := ...               (extra link flags for one sample, optional)
 #   FLAGS_name1 := ...              (extra nvcc flags for one sample, optional; e.g. -Xptxas -v)
 #   ARCH_name1 := ...               (the architecture for one sample in place of ARCH, optional; e.g. sm_90a)
+#   NEEDS_CUBLAS := name1 ...       (the samples that link cuBLAS, optional)
 # and gets: make (build for the detected GPU; ARCH=sm_90 to choose), make name1 (one sample),
 # make run, make clean. Binaries carry the architecture: bin/name1_sm90.
 NVCC   ?= nvcc
@@ -35,3 +36,17 @@ run: all
 
 clean:
 	rm -rf bin
+
+# cuBLAS for the samples in NEEDS_CUBLAS: the CUDA toolkit's, else the pip package nvidia-cublas. Where neither is
+# found, building one of them stops with one line that says what to install.
+ifneq ($(NEEDS_CUBLAS),)
+PY_SHOWN := $(if $(findstring /,$(PYTHON)),$(abspath $(PYTHON)),$(PYTHON))
+CUBLAS := $(shell $(PYTHON) ../scripts/cuda_paths.py cublas 2>/dev/null)
+$(foreach s,$(NEEDS_CUBLAS),$(eval LIBS_$(s) += $$(CUBLAS)))
+ifeq ($(CUBLAS),)
+$(foreach s,$(NEEDS_CUBLAS),bin/$(s)_$(SUFFIX)): cublas-missing
+endif
+.PHONY: cublas-missing
+cublas-missing:
+	@echo "error: $(NEEDS_CUBLAS) need$(if $(word 2,$(NEEDS_CUBLAS)),,s) cuBLAS, which neither the CUDA toolkit nor $(PY_SHOWN)'s packages have; install it with: $(PY_SHOWN) -m pip install nvidia-cublas" >&2; exit 1
+endif
