@@ -354,8 +354,8 @@ def cannot_run_here(pair, device_type: str) -> str | None:
 
 def skipped_result(c: int, name: str, pair, reason: str, device_type: str) -> dict:
     from common.pair import pair_record
-    swept = {"point": pair.point, "size_counts": pair.sweep.get("size")} if pair.point else {}
-    return pair_record(c, name, pair.bound, status="skipped", error=reason, device_type=device_type, **swept)
+    return pair_record(c, name, pair.bound, status="skipped", error=reason, device_type=device_type,
+                       **pair.point_fields)
 
 
 def main(argv=None, pair_file: Path | None = None) -> int:
@@ -640,8 +640,7 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
             if r["status"] == "failed":
                 print(f"    FAILED: {r.get('error') or 'a variant failed; see the report'}", file=sys.stderr)
             print(f"    {tag}: {r.get('elapsed_s', 0):.1f} s wall" + _stages_text(r), file=sys.stderr)
-            if pair.point:  # also where the worker never wrote its result
-                r.update(point=pair.point, size_counts=pair.sweep.get("size"))
+            r.update(pair.point_fields)  # also where the worker never wrote its result
             results.append(r)
     finally:
         if spare is not None:

@@ -212,6 +212,11 @@ class Pair:
         """What --sizes and --dtypes may set in this pair's workload (the baseline's SWEEP), or {}."""
         return dict(getattr(self.baseline.module, "SWEEP", {}))
 
+    @property
+    def point_fields(self) -> dict:
+        """What a result record says of its sweep point ({} outside a sweep): the point, and what a size counts."""
+        return {"point": self.point, "size_counts": self.sweep.get("size")} if self.point else {}
+
     def at(self, point: dict) -> "Pair":
         """This pair at one sweep point, named for it: softmax@4096-bfloat16."""
         label = "-".join(str(point[k]) for k in ("size", "dtype") if k in point)

@@ -639,8 +639,7 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
              untouched: Snapshot | None = None) -> dict:
     """Verify and time the baseline and every variant; `progress(result, doing)` after each step."""
     device = torch.device(device)
-    result = pair_record(pair.chapter, pair.name, pair.bound, device_type=device.type,
-                         **({"point": pair.point} if pair.point else {}))
+    result = pair_record(pair.chapter, pair.name, pair.bound, device_type=device.type, **pair.point_fields)
     if device.type not in pair.devices:
         result.update(status="skipped", error=f"needs {' or '.join(pair.devices).upper()}; this run is on {device.type.upper()}")
         return result
