@@ -389,7 +389,6 @@ def sweep_ceilings(pairs: list[dict], peaks: dict) -> list[tuple[str, float]]:
     return found
 
 
-
 def sweep_groups(doc: dict) -> dict[tuple[str, str], list[dict]]:
     """The pairs of a sweep over sizes, by (pair without its point, dtype), in order of size."""
     groups: dict[tuple[str, str], list[dict]] = {}
@@ -416,7 +415,7 @@ def plot_sweep(doc: dict, path: Path) -> None:
             pts = [(p["point"]["size"], v[rate]) for p in pairs for v in entries(p)
                    if v["name"] == name and v.get("verified") and not v.get("suspect") and v.get(rate)]
             if pts:
-                ax.plot(*zip(*pts), marker="o", markersize=4, label=short_variant_name(key.split("/")[1], name))
+                ax.plot(*zip(*pts), marker="o", markersize=4, label=short_variant_name(pairs[0]["name"], name))
         for (name, ceiling), style in zip(sweep_ceilings(pairs, peaks), ("--", ":", "-.")):
             ax.axhline(ceiling, ls=style, lw=1, color="#555555", label=f"measured {name} {ceiling:.4g} {unit}")
         ax.set_xscale("log", base=2)
