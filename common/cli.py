@@ -24,12 +24,21 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import tempfile
+import time
 from pathlib import Path
 
-from common.files import RUNS_DIR  # user runs; committed reports live in profiles/<gpu>/
-from common.pair import REPO_ROOT, SWEEP_DTYPES
+import torch
+
+from common import peaks as ceilings
+from common.cuda_ext import build_declared
+from common.discover import VARIANT_RULE, UnknownSelection, load_pair, pair_files, select
+from common.files import RUNS_DIR, new_run_folder, run_name  # user runs; committed reports live in profiles/<gpu>/
+from common.host import host_info
+from common.launch import SPARE_AFTER, RunSpec, Spare, run_in_subprocess, tool_missing, worker_env
+from common.pair import REPO_ROOT, SWEEP_DTYPES, pair_record
+from common.report import CompareRefused, compare_runs, summary_markdown, validate_results, write_report
+from common.timing import BUDGET_S, QUICK_BUDGET_S
 
 EXAMPLES = """\
 Examples
@@ -93,11 +102,13 @@ def build_parser(pair_file: Path | None = None) -> argparse.ArgumentParser:
         ap.add_argument("--list", action="store_true",
                         help="list chapters, pairs and variants with a line each, then exit, e.g. --list --chapter 11")
     ap.add_argument("--quick", action="store_true",
-                    help="smoke run: each pair's small size and a 0.3 s timing budget per variant, e.g. --quick")
+                    help=f"smoke run: each pair's small size and a {QUICK_BUDGET_S} s timing budget per variant, "
+                         f"e.g. --quick")
     ap.add_argument("--device", choices=("cuda", "cpu"),
                     help="default: cuda when a GPU is visible, else cpu, e.g. --device cpu to try the CPU paths")
     ap.add_argument("--budget", type=float, metavar="S",
-                    help="timing budget per variant in seconds (default 2, --quick 0.3), e.g. --budget 5")
+                    help=f"timing budget per variant in seconds (default {BUDGET_S:g}, --quick {QUICK_BUDGET_S}), "
+                         f"e.g. --budget 5")
     ap.add_argument("--timeout", type=float, default=600, metavar="S",
                     help="stop a pair's process S seconds after it has loaded the pair (its start and the torch "
                          "import are not counted) and record it as failed, keeping the variants it finished "
@@ -168,7 +179,6 @@ def driver_version() -> str | None:
 
 
 def device_info(device, peaks: dict) -> dict:
-    import torch
     info = {"name": peaks["device"], "type": device.type, "ceilings": peaks}
     if device.type == "cuda":
         p = torch.cuda.get_device_properties(device)
@@ -183,14 +193,12 @@ def _slug(label: str) -> str:
 
 def new_run_dir(label: str, now: dt.datetime | None = None) -> Path:
     """profiles/runs/<date>-<label>: the name a user's output gets unless told otherwise (not created)."""
-    from common.files import run_name
     return RUNS_DIR / run_name(_slug(label), now)
 
 
 def default_report_dir(label: str, now: dt.datetime | None = None) -> Path:
     """profiles/runs/<date>-<label>/, created here, with -2, -3, ... when another run took that name in
     the same second: two runs never write into one folder."""
-    from common.files import new_run_folder
     return new_run_folder(_slug(label), runs=RUNS_DIR, now=now)
 
 
@@ -210,7 +218,6 @@ def prepare_output(outdir: Path) -> str | None:
 
 def pair_of(path: Path, root: Path) -> tuple[int, str] | None:
     """(chapter, pair name) of a baseline or optimized file, or None when it belongs to no pair."""
-    from common.discover import pair_files
     path = Path(path).resolve()
     m = re.fullmatch(r"ch(\d+)", path.parent.name)
     if not m:
@@ -223,7 +230,6 @@ def pair_of(path: Path, root: Path) -> tuple[int, str] | None:
 
 def load_all(selection) -> list:
     """Each selected pair, imported and checked, or the exception that stopped it (it then fails alone)."""
-    from common.discover import load_pair
     loaded = []
     for c, name, base, opts in selection:
         try:
@@ -307,7 +313,6 @@ def _json_kind(x) -> str:
 
 
 def compare(paths: list[Path]) -> int:
-    from common import report
     docs = []
     for p in paths:
         try:
@@ -317,15 +322,15 @@ def compare(paths: list[Path]) -> int:
         if not isinstance(doc, dict):
             return fail(f"{p} is not a results.json: its top level is a {_json_kind(doc)}, not an object")
         try:
-            problems = report.validate_results(doc)
+            problems = validate_results(doc)
         except (TypeError, AttributeError, KeyError) as e:  # keys present but of the wrong kind
             problems = [f"malformed ({type(e).__name__}: {e})"]
         if problems:
             return fail(f"{p} is not a results.json: {problems[0]}")
         docs.append(doc)
     try:
-        text, regressions = report.compare_runs(*docs)
-    except report.CompareRefused as e:  # quick vs full, different devices, ...
+        text, regressions = compare_runs(*docs)
+    except CompareRefused as e:  # quick vs full, different devices, ...
         return fail(f"cannot compare {paths[0]} with {paths[1]}: {e}")
     print(text)
     return 1 if regressions else 0
@@ -340,20 +345,7 @@ def _refused_option(argv: list[str], pair_file: Path) -> str | None:
     return None
 
 
-def cannot_run_here(pair, device_type: str) -> str | None:
-    """Why a pair cannot run on this machine (a device, a package, too few GPUs), or None: said before any
-    process starts."""
-    import torch
-    why = pair.baseline.cannot_run(device_type)
-    if why:
-        return why + (f"; this run is on {device_type.upper()}" if device_type not in pair.devices else "")
-    if device_type == "cuda" and pair.nproc > torch.cuda.device_count():
-        return f"needs {pair.nproc} GPUs; {torch.cuda.device_count()} visible"
-    return None
-
-
 def skipped_result(c: int, name: str, pair, reason: str, device_type: str) -> dict:
-    from common.pair import pair_record
     return pair_record(c, name, pair.bound, status="skipped", error=reason, device_type=device_type,
                        **pair.point_fields)
 
@@ -380,7 +372,6 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
     only_peaks = args.peaks and not (args.chapter or args.pair)
     selection, loaded = [], []
     if not only_peaks:
-        from common.discover import UnknownSelection, select
         try:
             selection = select(args.chapter, args.pair, root=args.root)
         except UnknownSelection as e:
@@ -398,11 +389,10 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
         return fail(device)
     outdir, created = None, False
     if not (args.no_report or only_peaks):
-        from common.peaks import device_name
         if args.output:
             outdir, created = args.output, not args.output.exists()
         else:
-            outdir, created = default_report_dir(device_name(device)), True
+            outdir, created = default_report_dir(ceilings.device_name(device)), True
         problem = prepare_output(outdir)
         if problem:
             return fail(problem)
@@ -427,7 +417,6 @@ def _parse(argv: list[str], pair_file: Path | None):
     else:
         owner = pair_of(pair_file, Path(pair_file).resolve().parent.parent)
         if owner is None:
-            from common.discover import VARIANT_RULE
             return fail(f"{_shown(pair_file)} belongs to no pair: a pair is baseline_<pair>.py; {VARIANT_RULE}")
         args.chapter, args.pair = [owner[0]], [f"ch{owner[0]}/{owner[1]}"]
         args.list = args.peaks = False
@@ -440,9 +429,6 @@ def _parse(argv: list[str], pair_file: Path | None):
 
 def _device_for(args, selection, loaded):
     """The device to run on, or the one-line reason this machine cannot run what was asked."""
-    import torch
-
-    from common.launch import tool_missing
     if args.device == "cuda" and not torch.cuda.is_available():
         return "--device cuda: no CUDA GPU is visible to PyTorch"
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -458,10 +444,14 @@ def _device_for(args, selection, loaded):
             if device.type not in pair.devices:
                 return (f"ch{c}/{name} needs a CUDA GPU and none is visible to PyTorch"
                         if pair.devices == ("cuda",) else f"ch{c}/{name} cannot run on {device.type}")
-            why = cannot_run_here(pair, device.type)
+            why = pair.cannot_run(device.type, gpus_visible(device))
             if why and "GPUs" in why:
                 return f"ch{c}/{name} {why}"
     return device
+
+
+def gpus_visible(device) -> int:
+    return torch.cuda.device_count() if device.type == "cuda" else 0
 
 
 def _run_all(args, selection, loaded, device, outdir, results, only_peaks):
@@ -486,7 +476,6 @@ def _run_all(args, selection, loaded, device, outdir, results, only_peaks):
 
 def _report(args, command, selection, device, peaks, outdir, created, stamp, results, interrupted) -> int:
     """Write (or print) the report of what finished, and the exit status."""
-    import torch
     not_run = []
     if interrupted:
         done = {(r["chapter"], r["name"]) for r in results}
@@ -498,18 +487,17 @@ def _report(args, command, selection, device, peaks, outdir, created, stamp, res
                 outdir.rmdir()
             print("nothing finished; no report written", file=sys.stderr)
             return 128 + interrupted
-    doc = {"schema_version": 1, "device": device_info(device, peaks), "host": _host(), "topology": _topology(),
+    doc = {"schema_version": 1, "device": device_info(device, peaks), "host": host_info(), "topology": _topology(),
            "torch": torch.__version__,
            "cuda": torch.version.cuda, "driver": driver_version(), "git_commit": git_commit(),
            "created": stamp.isoformat(timespec="seconds"), "quick": args.quick, "command": command,
            "pairs": results}
     if interrupted:
         doc.update(interrupted=True, not_run=not_run)
-    from common.report import summary_markdown, write_report
     if outdir is None:
         print(summary_markdown(doc))
     else:
-        written = write_report(doc, outdir, draw=_figure_writer())
+        written = write_report(doc, outdir)
         print(summary_markdown(doc))
         print("wrote " + ", ".join(_shown(p) for p in written), file=sys.stderr)
     if interrupted:
@@ -521,31 +509,19 @@ def _report(args, command, selection, device, peaks, outdir, created, stamp, res
     return 1 if suspect or any(r["status"] == "failed" for r in results) else 0
 
 
-def _figure_writer():
-    """common.figures.write_figures, or no figures (said once) where matplotlib is not installed."""
-    try:
-        from common.figures import write_figures
-    except ImportError:
-        print("matplotlib is not installed: no figures drawn (speedup.png, roofline.png, sweep.png)", file=sys.stderr)
-        return None
-    return write_figures
-
-
 def _drop_beaten_ceilings(results: list[dict], device) -> None:
     """The physics check's rule, applied to the ceilings: a verified result that beat its floor by more than
     10% may mean the cached ceilings were measured on a busy machine. They are not reused silently: the
     cache is dropped, and the next run measures them again."""
-    from common.peaks import invalidate, peaks_path
     beaten = [v for r in results for v in [r.get("baseline") or {}] + r.get("variants", [])
               if "floor its workload implies" in (v.get("suspect") or "")]
     if beaten:
-        invalidate(peaks_path(device), f"{len(beaten)} verified result(s) beat the floor they imply",
+        ceilings.invalidate(ceilings.peaks_path(device), f"{len(beaten)} verified result(s) beat the floor they imply",
                    log=lambda m: print(m, file=sys.stderr))
 
 
 def _topology() -> str | None:
     """How the GPUs are linked (`nvidia-smi topo -m`), where there are several."""
-    import torch
     if not (torch.cuda.is_available() and torch.cuda.device_count() > 1 and shutil.which("nvidia-smi")):
         return None
     try:
@@ -554,16 +530,8 @@ def _topology() -> str | None:
         return None
 
 
-def _host() -> dict:
-    from common.host import host_info
-    return host_info()
-
-
 def _peaks(device, refresh: bool) -> dict:
-    import torch
-
-    from common.peaks import load_or_measure
-    peaks = load_or_measure(device, refresh=refresh, log=lambda m: print(m, file=sys.stderr))
+    peaks = ceilings.load_or_measure(device, refresh=refresh, log=lambda m: print(m, file=sys.stderr))
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return peaks
@@ -572,80 +540,94 @@ def _peaks(device, refresh: bool) -> dict:
 def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None, results: list[dict]) -> None:
     """Run each pair in its own process, appending to `results` as each one finishes (an interrupt keeps them).
 
-    Before the first pair, every CUDA extension the pairs load is built at once (common.cuda_ext). Each pair's
-    worker is started ahead as a spare (common.launch.Spare), so its interpreter and torch import overlap
-    the builds or the pair before it, never a pair's timing by the host's clock."""
-    from common.launch import SPARE_AFTER, Spare, run_in_subprocess, worker_env
-    from common.peaks import peaks_path
-    budget = args.budget or (0.3 if args.quick else 2.0)
+    Each pair's worker is started ahead as a spare (common.launch.Spare), so its interpreter and torch import
+    overlap the extensions' build or the pair before it, never a pair's timing by the host's clock."""
     n = len(selection)
     print(f"{n} pair(s) on {peaks['device']} ({device.type})" + (", quick" if args.quick else ""), file=sys.stderr)
     started = time.monotonic()
-    # The pairs that start a plain worker (one process, no profiler wrapped around it) can take a spare.
-    why_not = [None if isinstance(pair, Exception) else cannot_run_here(pair, device.type) for pair in loaded]
+    gpus = gpus_visible(device)
+    why_not = [None if isinstance(pair, Exception) else pair.cannot_run(device.type, gpus) for pair in loaded]
     runs_here = [not isinstance(pair, Exception) and why is None for pair, why in zip(loaded, why_not)]
+    # The pairs that start a plain worker (one process, no profiler wrapped around it) can take a spare.
     takes_spare = [ok and pair.nproc == 1 and args.profile not in ("nsys", "ncu") for ok, pair in zip(runs_here, loaded)]
-    bases = [base for _, _, base, _ in selection]
-    spare = None
-
-    def start_spare(after: int) -> None:
-        """A spare for the first pair after index `after` that takes one."""
-        nonlocal spare
-        later = next((b for b, ok in zip(bases[after + 1:], takes_spare[after + 1:]) if ok), None)
-        if spare is None and later is not None:
-            spare = Spare(worker_env(later))
+    spares = Spares([base for _, _, base, _ in selection], takes_spare)
+    decided = dict(peaks=peaks, quick=args.quick, budget_s=args.budget or (QUICK_BUDGET_S if args.quick else BUDGET_S),
+                   profile=args.profile, outdir=str(outdir) if outdir else None)
     try:
-        start_spare(-1)  # imports while the kernels build
-        if device.type == "cuda":  # every kernel the pairs load, compiled at once before the first pair starts
-            import torch
-
-            from common.cuda_ext import build_declared
-            files = [f for (_, _, base, opts), ok in zip(selection, runs_here) if ok for f in [base, *opts]]
-            try:
-                build_declared(files, torch.cuda.get_device_capability(device), log=lambda m: print(m, file=sys.stderr))
-            except Exception as e:  # noqa: BLE001 - best effort: each pair's worker still builds what it needs
-                print(f"building the CUDA extensions ahead failed ({type(e).__name__}: {e}); each pair builds its own",
-                      file=sys.stderr)
+        spares.start(-1)  # imports while the kernels build
+        if device.type == "cuda":
+            _build_ahead([f for (_, _, base, opts), ok in zip(selection, runs_here) if ok for f in [base, *opts]],
+                         device)
         for i, ((c, name, base, opts), pair) in enumerate(zip(selection, loaded)):
             tag = f"[{i + 1}/{n}] ch{c}/{name}"
             if isinstance(pair, Exception):  # a file that does not import or breaks the contract fails alone
-                from common.pair import pair_record
                 results.append(pair_record(c, name, "?", status="failed", error=_load_error(pair),
                                            errors=[_load_error(pair)]))
                 print(f"{tag}: FAILED to load: {pair}", file=sys.stderr)
-                continue
-            why = why_not[i]
-            if why:  # no process, no timeout
-                results.append(skipped_result(c, name, pair, why, device.type))
+            elif why_not[i]:  # no process, no timeout
+                results.append(skipped_result(c, name, pair, why_not[i], device.type))
                 print(f"{tag}: skipped: {results[-1]['error']}", file=sys.stderr)
-                continue
-            print(f"{tag} ({pair.bound}-bound, {1 + len(opts)} variants)", file=sys.stderr)
-            # The next pair's worker starts while this one is timed by CUDA events on the GPU (an import on another
-            # core moves no event); where the host's clock or the host's issuing is timed, once the rounds are over.
-            early = device.type == "cuda" and pair.bound in ("memory", "compute")
-
-            def ahead(stage: str, i=i, early=early) -> None:
-                if stage in (*SPARE_AFTER, "exited") or (early and stage == "started"):
-                    start_spare(i)
-            mine, spare = (spare, None) if takes_spare[i] else (None, spare)
-            try:
-                r = run_in_subprocess(c, name, pair.bound, base, opts, device=device.type, peaks=peaks_path(device),
-                                      quick=args.quick, budget=budget, timeout_s=args.timeout, nproc=pair.nproc,
-                                      profile=args.profile, outdir=outdir, spare=mine, on_stage=ahead,
-                                      point=pair.point)
-            except BaseException:
-                if mine is not None and mine.proc.stdin and not mine.proc.stdin.closed:  # never handed the pair
-                    mine.discard()
-                raise
-            if r["status"] == "failed":
-                print(f"    FAILED: {r.get('error') or 'a variant failed; see the report'}", file=sys.stderr)
-            print(f"    {tag}: {r.get('elapsed_s', 0):.1f} s wall" + _stages_text(r), file=sys.stderr)
-            r.update(pair.point_fields)  # also where the worker never wrote its result
-            results.append(r)
+            else:
+                print(f"{tag} ({pair.bound}-bound, {1 + len(opts)} variants)", file=sys.stderr)
+                results.append(_run_one(RunSpec.of(pair, device.type, **decided), pair, i, spares, args.timeout))
+                print(f"    {tag}: {results[-1].get('elapsed_s', 0):.1f} s wall" + _stages_text(results[-1]),
+                      file=sys.stderr)
     finally:
-        if spare is not None:
-            spare.discard()
+        spares.discard()
     print(f"{n} pair(s) in {time.monotonic() - started:.1f} s", file=sys.stderr)
+
+
+def _build_ahead(files: list[Path], device) -> None:
+    """Every CUDA extension the pairs load, compiled at once before the first pair starts (common.cuda_ext)."""
+    try:
+        build_declared(files, torch.cuda.get_device_capability(device), log=lambda m: print(m, file=sys.stderr))
+    except Exception as e:  # noqa: BLE001 - best effort: each pair's worker still builds what it needs
+        print(f"building the CUDA extensions ahead failed ({type(e).__name__}: {e}); each pair builds its own",
+              file=sys.stderr)
+
+
+class Spares:
+    """The next pair's worker, started ahead (common.launch.Spare) for the first pair after a given index that
+    takes one."""
+
+    def __init__(self, bases: list[Path], takes: list[bool]):
+        self.bases, self.takes, self.spare = bases, takes, None
+
+    def start(self, after: int) -> None:
+        later = next((b for b, ok in zip(self.bases[after + 1:], self.takes[after + 1:]) if ok), None)
+        if self.spare is None and later is not None:
+            self.spare = Spare(worker_env(later.parent.parent))
+
+    def take(self, i: int) -> Spare | None:
+        """The spare, for pair i if it takes one (the next pair that does gets a new one)."""
+        mine, self.spare = (self.spare, None) if self.takes[i] else (None, self.spare)
+        return mine
+
+    def discard(self) -> None:
+        if self.spare is not None:
+            self.spare.discard()
+
+
+def _run_one(spec: RunSpec, pair, i: int, spares: Spares, timeout_s: float) -> dict:
+    """One pair in its own process (common.launch); the next pair's spare starts while this one is timed by CUDA
+    events on the GPU (an import on another core moves no event), or once its rounds are over where the host's
+    clock or the host's issuing is timed."""
+    early = spec.device == "cuda" and pair.bound in ("memory", "compute")
+
+    def ahead(stage: str) -> None:
+        if stage in (*SPARE_AFTER, "exited") or (early and stage == "started"):
+            spares.start(i)
+    mine = spares.take(i)
+    try:
+        r = run_in_subprocess(spec, timeout_s=timeout_s, spare=mine, on_stage=ahead)
+    except BaseException:
+        if mine is not None and mine.proc.stdin and not mine.proc.stdin.closed:  # never handed the pair
+            mine.discard()
+        raise
+    if r["status"] == "failed":
+        print(f"    FAILED: {r.get('error') or 'a variant failed; see the report'}", file=sys.stderr)
+    r.update(pair.point_fields)  # also where the worker never wrote its result
+    return r
 
 
 def _stages_text(r: dict) -> str:

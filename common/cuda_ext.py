@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
+import torch
+
 from common.pair import REPO_ROOT
 
 
@@ -38,8 +40,7 @@ def build_dir(name: str, capability: tuple[int, int]) -> Path:
 
 @functools.lru_cache(maxsize=None)
 def load_extension(name: str, *sources: str):
-    import torch
-    from torch.utils import cpp_extension
+    from torch.utils import cpp_extension  # heavy (setuptools, ninja checks): only where a pair loads a kernel
 
     if not torch.cuda.is_available():
         raise ExtensionUnavailable(f"{name}: needs a CUDA GPU")

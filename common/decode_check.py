@@ -29,7 +29,7 @@ import dataclasses
 
 import torch
 
-from common.verify import TOLERANCE, Verdict
+from common.verify import TOLERANCE, Verdict, verify_outputs
 
 
 @dataclasses.dataclass
@@ -111,7 +111,6 @@ def compare_logits_margin(ref: list[torch.Tensor], out: list[torch.Tensor], prec
     near-tie of the reference; later positions lie on different sequences and are not compared.
     Any further outputs are compared as usual.
     """
-    from common.verify import verify_outputs
     if len(ref) != len(out) or not ref:
         return Verdict(False, f"returned {len(out)} tensors, baseline returned {len(ref)}")
     r, o = ref[0], out[0]

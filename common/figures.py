@@ -26,7 +26,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: 
 from matplotlib.transforms import blended_transform_factory, offset_copy  # noqa: E402
 
 from common.files import atomic_write  # noqa: E402
-from common.report import (BY_DESIGN, by_design_text, entries, format_with_ci, interval_rel_halfwidth, pair_key,  # noqa: E402
+from common.results import (BY_DESIGN, by_design_text, entries, format_with_ci, interval_rel_halfwidth, pair_key,  # noqa: E402
                            pair_level_error, run_label, speedup_interval, variant_status)
 
 COLOURS = {"faster": "#2ca02c", "slower": "#9467bd", "by design": "#9e9e9e", "FAILED": "#d62728",
@@ -429,3 +429,13 @@ def plot_sweep(doc: dict, path: Path) -> None:
         ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(f"Sweep: achieved rate against size. {run_label(doc)}\n{_subtitle(doc)}", fontsize=FONT_PT + 1)
     save_figure(fig, path)
+
+
+def chart(path: Path, draw, ncols: int = 1, size: tuple[float, float] = (5, 3.5)) -> Path:
+    """For the chapter scripts: a figure of `ncols` axes side by side, filled by `draw(*axes)`, written
+    to `path` as the report's figures are (tight layout, atomic write)."""
+    fig, axes = plt.subplots(1, ncols, figsize=size)
+    draw(*(axes if ncols > 1 else [axes]))
+    save_figure(fig, Path(path))
+    plt.close(fig)
+    return Path(path)

@@ -16,9 +16,10 @@ from __future__ import annotations
 import secrets
 
 import torch
+import torch.distributed as dist
 
 from common.pair import ContractError, Pair, Workload
-from common.verify import same_bits
+from common.verify import check_inputs_random, same_bits
 
 SHIFT_STEP = 2**31 - 1  # a prime: i * SHIFT_STEP mod n differs for every i < n (n < 2**31)
 SEEDS = (1234,)  # seed A; seed B is drawn at random when first needed, after the baseline's prepare()
@@ -47,9 +48,7 @@ class References:
         """Seed B's per-call values (B's weights are dropped). B is drawn at random, after the baseline's
         prepare() has run, so that no prepare() can know it in advance and compute its answer there."""
         if self._fresh is None:
-            from common.verify import check_inputs_random
             seed = [SEEDS[0] + 1 + secrets.randbelow(2**30)]
-            import torch.distributed as dist
             if dist.is_available() and dist.is_initialized():  # every rank feeds the same seed
                 dist.broadcast_object_list(seed, src=0)
             self.seed_b = seed[0]

@@ -1,8 +1,10 @@
 """Start one process per pair, with a timeout, and collect what each one reports.
 
-The worker (`python -m common.run ... --result PATH`) writes PATH as soon as
-its pair is loaded and rewrites it after every stage, with the variants
-finished so far and `in_progress` naming the variant and stage it is in. So:
+benchmark.py decides a pair's run once, as a `RunSpec`; the worker
+(`python -m common.run SPEC.json`) reads it and writes the spec's result
+file as soon as its pair is loaded, and again after every stage, with the
+variants finished so far and `in_progress` naming the variant and stage it
+is in. So:
 
 - the timeout clock starts when PATH first appears: the interpreter's start,
   the torch import and loading the pair files are not counted (they get
@@ -19,8 +21,7 @@ Pairs with NPROC > 1 start through torchrun.
 
 A worker's own start (the interpreter, the torch import: about 5 s on an H100
 host) is spent ahead where it cannot disturb a measurement: `Spare` starts the
-next pair's worker, which imports and then waits on its stdin for its command
-line. benchmark.py starts it while a memory- or compute-bound pair is timed on
+next pair's worker, which imports and then waits on its stdin for its spec. benchmark.py starts it while a memory- or compute-bound pair is timed on
 the GPU (CUDA events, not the host's clock), and otherwise once the running
 pair has finished timing (`SPARE_AFTER`); each pair still gets a process of its own.
 """
@@ -41,7 +42,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from common.pair import REPO_ROOT, pair_record, variant_record
+from common.pair import REPO_ROOT, Pair, pair_record, variant_record
+from common.timing import BUDGET_S
 
 TAIL_LINES = 40
 STARTUP_S = 120.0   # interpreter, torch import, pair files: before the worker's first result file
@@ -56,35 +58,64 @@ def _pump(stream, prefix: str, tail: collections.deque, echo: bool):
     stream.close()
 
 
-def worker_command(chapter: int, name: str, baseline: Path, optimized: list[Path], device: str,
-                   result: Path, peaks: Path | None, quick: bool, budget: float, nproc: int,
-                   profile: str | None, outdir: Path | None, point: dict | None = None) -> list[str]:
-    args = ["--chapter", str(chapter), "--name", name, "--baseline", str(baseline),
-            "--optimized", *map(str, optimized), "--device", device, "--result", str(result),
-            "--budget", str(budget)]
-    if point:
-        args += ["--point", json.dumps(point)]
-    if peaks:
-        args += ["--peaks", str(peaks)]
-    if quick:
-        args.append("--quick")
-    if profile:
-        args += ["--profile", profile]
-    if outdir:
-        args += ["--outdir", str(outdir)]
-    if nproc > 1:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "common.run", *args]
+@dataclasses.dataclass
+class RunSpec:
+    """One pair's run, as benchmark.py decided it: the worker reads this and derives nothing again.
+
+    The parent resolves the pair (files, sweep point, processes), the device, the budget, the ceilings
+    (the measured values themselves, not a cache to re-read) and the output folder; `python -m
+    common.run SPEC.json` loads the pair files, applies the point and runs it (common.run.main)."""
+    chapter: int
+    pair: str                  # the pair's name, without its sweep point
+    bound: str
+    baseline: str
+    optimized: list[str]
+    device: str                # "cuda" or "cpu"
+    nproc: int = 1             # > 1: torchrun starts that many workers
+    point: dict = dataclasses.field(default_factory=dict)   # {"size": 4096, "dtype": "bfloat16"} in a sweep
+    peaks: dict | None = None  # the device's ceilings (common.peaks)
+    quick: bool = False
+    budget_s: float = BUDGET_S
+    profile: str | None = None  # "torch", "nsys" or "ncu"
+    outdir: str | None = None   # the report's folder: traces and profiles go beside it
+    result: str = ""           # where the worker writes its result (set by run_in_subprocess)
+
+    @classmethod
+    def of(cls, pair: Pair, device: str, **decided) -> "RunSpec":
+        return cls(pair.chapter, pair.name.split("@")[0], pair.bound, str(pair.baseline.path),
+                   [str(v.path) for v in pair.variants], device, pair.nproc, dict(pair.point), **decided)
+
+    @property
+    def name(self) -> str:
+        """The name the report gives this run: the pair's, with its sweep point (softmax@4096-bfloat16)."""
+        return self.pair + ("@" + "-".join(str(self.point[k]) for k in ("size", "dtype") if k in self.point)
+                            if self.point else "")
+
+    def files(self) -> dict[str, Path]:
+        """{variant name: its file}, the baseline first."""
+        return {"baseline": Path(self.baseline), **{Path(p).stem: Path(p) for p in self.optimized}}
+
+
+def worker_command(spec: RunSpec, spec_path: Path) -> list[str]:
+    """`python -m common.run SPEC`, through torchrun for several processes, under nsys or ncu when asked."""
+    if spec.nproc > 1:
+        cmd = torchrun(spec.nproc, "common.run", str(spec_path))
     else:
-        cmd = [*WORKER, *args]
-    label = f"{chapter}_{name}"
-    if profile == "nsys":
+        cmd = [*WORKER, str(spec_path)]
+    out = str(Path(spec.outdir or ".") / f"ch{spec.chapter}_{spec.name}")
+    if spec.profile == "nsys":
         cmd = ["nsys", "profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "-t", "cuda,nvtx",
-               "--force-overwrite=true", "-o", str(Path(outdir) / f"ch{label}"), *cmd]
-    elif profile == "ncu":
+               "--force-overwrite=true", "-o", out, *cmd]
+    elif spec.profile == "ncu":
         cmd = ["ncu", "--profile-from-start", "off", "--nvtx", "--launch-count", "50", "--target-processes", "all",
-               "--force-overwrite", "-o", str(Path(outdir) / f"ch{label}"), *cmd]
+               "--force-overwrite", "-o", out, *cmd]
     return cmd
+
+
+def torchrun(nproc: int, module: str, *args: str) -> list[str]:
+    """`module` in `nproc` processes on this machine, through torchrun (the harness's only launcher of several)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+            "-m", module, *args]
 
 
 @dataclasses.dataclass
@@ -127,7 +158,7 @@ SPARE_AFTER = (ROUNDS_OVER, "verify after timing")
 
 class Spare:
     """A worker started ahead: `python -m common.run --spare` imports torch and the harness, then waits on its
-    stdin for one command line (a JSON list); an empty line or a closed stdin ends it."""
+    stdin for its arguments (a JSON list: the spec's path); an empty line or a closed stdin ends it."""
 
     def __init__(self, env: dict):
         self.env = env
@@ -165,6 +196,19 @@ def _stage(result_path: Path) -> str | None:
     return ((doc or {}).get("in_progress") or {}).get("stage")
 
 
+def _start(cmd: list[str], env: dict | None, spare: Spare | None) -> subprocess.Popen:
+    """The spare, handed `cmd`, where it fits; else a new process (the spare, if any, is ended)."""
+    if spare is not None and spare.fits(cmd, env):
+        try:
+            return spare.go(cmd)
+        except OSError:  # it ended between the check and the command line: start one as usual
+            pass
+    if spare is not None:
+        spare.discard()
+    return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+
+
 def watch(cmd: list[str], result_path: Path, *, timeout_s: float, startup_s: float = STARTUP_S,
           env: dict | None = None, echo: bool = True, spare: Spare | None = None,
           on_stage: Callable[[str], None] | None = None) -> WorkerRun:
@@ -177,17 +221,7 @@ def watch(cmd: list[str], result_path: Path, *, timeout_s: float, startup_s: flo
     """
     tail: collections.deque = collections.deque(maxlen=TAIL_LINES)
     t0 = time.monotonic()
-    proc = None
-    if spare is not None and spare.fits(cmd, env):
-        try:
-            proc = spare.go(cmd)
-        except OSError:  # it ended between the check and the command line: start one as usual
-            proc = None
-    if proc is None:
-        if spare is not None:
-            spare.discard()
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
+    proc = _start(cmd, env, spare)
     pump = threading.Thread(target=_pump, args=(proc.stdout, "    ", tail, echo), daemon=True)
     pump.start()
     started = stopped = rc = seen = last_written = None
@@ -341,44 +375,39 @@ def settle(run: WorkerRun, *, chapter: int, name: str, bound: str, files: dict[s
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
-def run_in_subprocess(chapter: int, name: str, bound: str, baseline: Path, optimized: list[Path], *,
-                      device: str, peaks: Path | None, quick: bool, budget: float, timeout_s: float,
-                      nproc: int = 1, profile: str | None = None, outdir: Path | None = None,
-                      echo: bool = True, startup_s: float = STARTUP_S,
+def run_in_subprocess(spec: RunSpec, *, timeout_s: float, echo: bool = True, startup_s: float = STARTUP_S,
                       command: Callable[[Path], list[str]] | None = None, spare: Spare | None = None,
-                      on_stage: Callable[[str], None] | None = None, point: dict | None = None) -> dict:
-    """Run one pair (at one sweep point, where `point` is given) in its own process and return its result,
-    finished or not.
+                      on_stage: Callable[[str], None] | None = None) -> dict:
+    """Run one pair as `spec` says, in its own process, and return its result, finished or not.
 
     `command(result_path)` replaces the worker's command line (the tests use a fake worker); `spare` and
     `on_stage` as in `watch`.
     """
     with tempfile.TemporaryDirectory(prefix="pair-") as tmp:
-        result_path = Path(tmp) / "result.json"
-        cmd = command(result_path) if command else worker_command(
-            chapter, name, baseline, optimized, device, result_path, peaks, quick, budget, nproc, profile, outdir,
-            point)
-        run = watch(cmd, result_path, env=worker_env(baseline), timeout_s=timeout_s, startup_s=startup_s,
-                    echo=echo, spare=spare, on_stage=on_stage)
-    result = settle(run, chapter=chapter, name=name, bound=bound,
-                    files={"baseline": Path(baseline), **{Path(p).stem: Path(p) for p in optimized}})
+        spec = dataclasses.replace(spec, result=str(Path(tmp) / "result.json"))
+        spec_path = Path(tmp) / "spec.json"
+        spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
+        cmd = command(Path(spec.result)) if command else worker_command(spec, spec_path)
+        run = watch(cmd, Path(spec.result), env=worker_env(Path(spec.baseline).parent.parent), timeout_s=timeout_s,
+                    startup_s=startup_s, echo=echo, spare=spare, on_stage=on_stage)
+    result = settle(run, chapter=spec.chapter, name=spec.name, bound=spec.bound, files=spec.files())
     result["elapsed_s"] = round(run.elapsed_s, 2)
     if run.startup_s is not None:
         result["startup_s"] = round(run.startup_s, 2)  # before the timeout clock started
-    if profile == "ncu" and outdir is not None:   # beside the .ncu-rep: its speed-of-light rows, readable as text
-        sol = ncu_speed_of_light(Path(outdir) / f"ch{chapter}_{name}.ncu-rep")
+    if spec.profile == "ncu" and spec.outdir is not None:   # beside the .ncu-rep: its speed-of-light rows, as text
+        sol = ncu_speed_of_light(Path(spec.outdir) / f"ch{spec.chapter}_{spec.name}.ncu-rep")
         if sol is not None:
             result["ncu_sol_csv"] = sol.name
     return result
 
 
-def worker_env(baseline: Path) -> dict:
-    """A worker's environment: this one, multicast off unless set, and the repository and the pair's root
-    on PYTHONPATH."""
+def worker_env(chapters: Path = REPO_ROOT) -> dict:
+    """A worker's environment: this one, multicast off unless set, and the repository and the folder that holds
+    the pair's chapters (tests keep theirs elsewhere) on PYTHONPATH."""
     env = dict(MULTICAST_OFF, **os.environ)  # the user's explicit setting wins
     env.update(PYTHONUNBUFFERED="1",
-               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(Path(baseline).parent.parent)]
-                                          + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+               PYTHONPATH=os.pathsep.join(dict.fromkeys([str(REPO_ROOT), str(chapters)]
+                                                        + [p for p in [os.environ.get("PYTHONPATH")] if p])))
     return env
 
 

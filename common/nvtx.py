@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import sys
 
+import torch
+
 _said = False
 
 
@@ -22,13 +24,12 @@ def _say_once(msg: str) -> None:
 @contextlib.contextmanager
 def range(name: str):  # noqa: A001 - mirrors nvtx.annotate / torch.cuda.nvtx.range
     try:
-        import nvtx as _nvtx
+        import nvtx as _nvtx  # optional (pip install nvtx)
         with _nvtx.annotate(name):
             yield
         return
     except ImportError:
         pass
-    import torch
     if torch.cuda.is_available():
         _say_once("nvtx package not installed: using torch.cuda.nvtx for ranges")
         with torch.cuda.nvtx.range(name):

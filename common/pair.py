@@ -91,6 +91,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
+
 BOUNDS = ("launch", "transfer", "memory", "compute", "link")
 PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
 KINDS = ("optimized", "pitfall", "tradeoff")
@@ -156,7 +158,6 @@ class Workload:
 
     def per_call(self) -> list[str]:
         """Names of the tensor inputs a real loop feeds anew each step (and the declared state)."""
-        import torch
         return [k for k, v in self.inputs.items() if isinstance(v, torch.Tensor) and k not in self.once]
 
 
@@ -237,6 +238,16 @@ class Pair:
     @property
     def devices(self) -> tuple[str, ...]:
         return self.baseline.devices
+
+    def cannot_run(self, device_type: str, gpus: int | None = None) -> str | None:
+        """Why this pair cannot run here (a device, a package, too few GPUs), or None: the one rule benchmark.py
+        applies before any process starts, and a direct caller of common.run.run_pair meets."""
+        why = self.baseline.cannot_run(device_type)
+        if why:
+            return why + (f"; this run is on {device_type.upper()}" if device_type not in self.devices else "")
+        if device_type == "cuda" and gpus is not None and self.nproc > gpus:
+            return f"needs {self.nproc} GPUs; {gpus} visible"
+        return None
 
     def workload(self, seed: int, device, quick: bool) -> Workload:
         return self.baseline.module.workload(seed=seed, device=device, quick=quick, **self.point)
@@ -325,7 +336,6 @@ def _check_sweep(pair: Pair) -> None:
 
 def check_workload(pair: Pair, w: Workload) -> None:
     """The workload's declarations name real inputs, and something is fed per call."""
-    import torch
     for field in ("once", "updated"):
         unknown = [k for k in getattr(w, field) if k not in w.inputs]
         if unknown:

@@ -28,11 +28,15 @@ import json
 import os
 import platform
 import re
+import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 
+from common.files import atomic_write_json
+from common.launch import torchrun, worker_env
 from common.pair import REPO_ROOT
 from common.timing import time_call
 
@@ -161,18 +165,11 @@ def _p2p_gbps(budget_s: float) -> float:
 
 def collective_peaks(nproc: int, device_type: str, log=print, extra: tuple = ()) -> dict | None:
     """Run common.peaks_collective under torchrun, one process per GPU; None (said) if it fails."""
-    import subprocess
-    import sys
-    import tempfile
-
-    from common.launch import MULTICAST_OFF
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "nccl.json"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "common.peaks_collective", "--out", str(out), "--device", device_type, *extra]
-        env = dict(MULTICAST_OFF, **os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
-        proc = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+        cmd = torchrun(nproc, "common.peaks_collective", "--out", str(out), "--device", device_type, *extra)
+        proc = subprocess.run(cmd, env=worker_env(), cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=600)
         if proc.returncode != 0 or not out.exists():
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             log(f"  all-reduce ceilings not measured: {last[-200:]}")
@@ -240,8 +237,6 @@ def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dic
 def load_or_measure(device: torch.device, refresh: bool = False, peaks_dir: Path = PEAKS_DIR,
                     log=print) -> dict:
     """Cached ceilings for this device, measuring them first if there are none (or `refresh`)."""
-    from common.files import atomic_write_json
-
     path = peaks_path(torch.device(device), peaks_dir)
     if path.exists() and not refresh:
         try:
@@ -263,19 +258,3 @@ def invalidate(path: Path, reason: str, log=print) -> None:
     if path.exists():
         path.unlink()
         log(f"ceilings in {path} dropped: {reason}; they are measured again on the next run")
-
-
-def ceiling_for(bound: str, precision: str, peaks: dict, duplex: bool = False) -> tuple[str, float] | None:
-    """(name, value in the unit the bound is rated in) of the ceiling a bound is measured against."""
-    if bound == "memory":
-        return "copy_gbps", peaks["copy_gbps"]
-    if bound == "transfer":
-        for key in (("duplex_gbps",) if duplex else ()) + ("h2d_gbps", "copy_gbps"):
-            if key in peaks:
-                return key, peaks[key]
-    if bound == "link":
-        return ("p2p_gbps", peaks["p2p_gbps"]) if "p2p_gbps" in peaks else None
-    if bound == "compute":  # no stand-in: an fp8 time held against the bf16 rate would read as 2x too good
-        rate = peaks["matmul_tflops"].get(precision)
-        return (f"matmul_tflops.{precision}", rate) if rate else None
-    return None  # launch-bound work is compared with its roofline floor instead

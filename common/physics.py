@@ -24,10 +24,12 @@ precision), so variants are held to the bytes floor only.
 """
 from __future__ import annotations
 
-from common.pair import Workload
-
 import functools
 from pathlib import Path
+
+import torch
+
+from common.pair import Workload
 
 SLACK = 1.10  # a result may beat a floor by up to 10% (the ceilings' own noise, L2 hits) before it is suspect
 
@@ -40,7 +42,6 @@ SMALL_MESSAGE = 1 << 20  # a collective below 1 MiB per rank is held to NCCL's s
 def cache_bytes(device_type: str) -> int:
     """The largest cache in front of the memory a bound names: the GPU's L2, or the CPU's last level."""
     if device_type == "cuda":
-        import torch
         return int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)
                    or 64 << 20)
     sizes = []
@@ -52,6 +53,22 @@ def cache_bytes(device_type: str) -> int:
         except ValueError:
             pass
     return max(sizes, default=64 << 20)
+
+
+def ceiling_for(bound: str, precision: str, peaks: dict, duplex: bool = False) -> tuple[str, float] | None:
+    """(name, value in the unit the bound is rated in) of the ceiling a bound is measured against."""
+    if bound == "memory":
+        return "copy_gbps", peaks["copy_gbps"]
+    if bound == "transfer":
+        for key in (("duplex_gbps",) if duplex else ()) + ("h2d_gbps", "copy_gbps"):
+            if key in peaks:
+                return key, peaks[key]
+    if bound == "link":
+        return ("p2p_gbps", peaks["p2p_gbps"]) if "p2p_gbps" in peaks else None
+    if bound == "compute":  # no stand-in: an fp8 time held against the bf16 rate would read as 2x too good
+        rate = peaks["matmul_tflops"].get(precision)
+        return (f"matmul_tflops.{precision}", rate) if rate else None
+    return None  # launch-bound work is compared with its roofline floor instead
 
 
 def bandwidth_for(bound: str, w: Workload, peaks: dict) -> tuple[str, float] | None:
@@ -124,8 +141,6 @@ def _rates_and_share(w: Workload, median_ms: float, bound: str, precision: str, 
     than the matrix units could do its baseline's FLOPs changed the algorithm and is rated on its bytes;
     a share above 110% (the ceilings' noise) is not printed. `ceiling_note` says why where none is.
     """
-    from common.peaks import ceiling_for
-
     s = median_ms * 1e-3
     out = {"tflops": w.flops / s / 1e12 if w.flops else None,
            "gbps": w.bytes_moved / s / 1e9 if w.bytes_moved else None,

@@ -1,7 +1,8 @@
 """Run one pair in this process: each variant verified, timed in turn with the baseline, verified again.
 
-Called by the launcher as `python -m common.run ...` (or through torchrun for
-pairs with NPROC > 1), one process per pair, so a crash stays inside it.
+Called by the launcher as `python -m common.run SPEC.json` (common.launch.RunSpec: what
+benchmark.py decided; through torchrun for pairs with NPROC > 1), one process per pair, so a
+crash stays inside it.
 
 For the pair (`run_pair`):
 1. Build the reference inputs: the seed-A workload, and seed B's per-call inputs.
@@ -31,7 +32,6 @@ result so far is written, so a variant that hangs loses no one else's work.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import gc
@@ -45,20 +45,23 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+import torch.distributed as dist
 
 from common.cuda_ext import ExtensionUnavailable
 from common.decode_check import compare_logits_margin
 from common.discover import load_pair
 from common.inputs import SEEDS, InputTampered, OwnInputs, References
-from common.launch import ROUNDS_OVER
+from common.files import atomic_write_json
+from common.launch import ROUNDS_OVER, RunSpec
 from common.integrity import Snapshot
 from common.numerics import FlagChanged, check_flags, numerics, wanted_flags
 from common.overlap import placement, stage_times
 from common.pair import COMPARES, Pair, Variant, check_workload, pair_record, variant_record
 from common.physics import achieved, cache_bytes, suspect_reason
 from common.profiling.capture import count_launches, profile_calls
-from common.report import speedup_interval
-from common.timing import (Between, L2Scrubber, Timed, back_to_back, back_to_back_calls, finish, gpu_state,
+from common.results import speedup_interval
+from common.timeline import draw_gantt
+from common.timing import (BUDGET_S, Between, L2Scrubber, Timed, back_to_back, back_to_back_calls, finish, gpu_state,
                            modes_of_its_own, paired_speedup, returned_bytes, time_rounds, two_modes)
 from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, as_tensors, check_inputs_random, looser, responds_to_inputs,
                            snapshot_as_caller, verify_outputs)
@@ -79,7 +82,6 @@ def log(msg: str) -> None:
 
 # ----------------------------------------------------------------------------- several processes
 def _distributed() -> bool:
-    import torch.distributed as dist
     return dist.is_available() and dist.is_initialized()
 
 
@@ -87,7 +89,6 @@ def _agree_fn() -> Callable[[float], float]:
     """max() of a number over every rank (identity in one process): every rank takes the same decisions."""
     if not _distributed():
         return lambda x: x
-    import torch.distributed as dist
     dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
 
     def agree(x: float) -> float:
@@ -101,7 +102,6 @@ def first_error(err: str | None) -> str | None:
     """The first rank's complaint, seen by every rank, so that all ranks stop a variant together."""
     if not _distributed():
         return err
-    import torch.distributed as dist
     errs: list = [None] * dist.get_world_size()
     dist.all_gather_object(errs, err)
     return next((f"rank {r}: {e}" if len(errs) > 1 else e for r, e in enumerate(errs) if e), None)
@@ -507,7 +507,6 @@ def profile_variant(fn, v: Variant, ctx: Context) -> dict:
     if trace:
         out["trace"] = Path(trace).name
         if ctx.stages:
-            from common.timeline import draw_gantt
             png = Path(trace).with_name(Path(trace).name.replace(".trace.json", ".timeline.png"))
             if draw_gantt(Path(trace), png, f"{label} (2 calls shown)"):
                 out["timeline"] = png.name
@@ -519,8 +518,6 @@ def check_reference(ctx: Context) -> None:
     reference = getattr(ctx.pair.baseline.module, "reference", None)
     if reference is None or not _distributed():
         return
-    import torch.distributed as dist
-    from common.verify import as_tensors
     expected = [t.to("cpu") for t in as_tensors(reference(seed=SEEDS[0], rank=dist.get_rank(),
                                                           world_size=dist.get_world_size(), quick=ctx.quick))]
     verdict = verify_outputs(expected, ctx.ref_a, ctx.base_precision)
@@ -622,9 +619,9 @@ def paired_result(base: "Trial", t: "Trial") -> None:
         e["speedup_ci"] = list(interval) if interval else None
 
 
-def base_failed(result: dict, base: "Trial", rest: list[Variant], fail) -> dict:
+def base_failed(result: dict, base: "Trial", rest: list[Variant]) -> dict:
     """The pair fails with its baseline: the variants not reached are listed as not run, none has a speedup."""
-    fail(f"baseline failed ({base.entry.get('failed_at')}): {base.entry['error']}")
+    fail(result, f"baseline failed ({base.entry.get('failed_at')}): {base.entry['error']}")
     result["variants"] += [variant_record(v.name, v.path.name, summary=v.summary, kind=v.kind,
                                           skipped="not run: the baseline failed") for v in rest]
     for e in result["variants"]:
@@ -633,26 +630,63 @@ def base_failed(result: dict, base: "Trial", rest: list[Variant], fail) -> dict:
 
 
 # ----------------------------------------------------------------------------- the pair
-def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: float = 2.0,
+def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: float = BUDGET_S,
              peaks: dict | None = None, profile: str | None = None, outdir: Path | None = None,
              progress: Callable[[dict, dict | None], None] = lambda result, doing: None,
              untouched: Snapshot | None = None) -> dict:
     """Verify and time the baseline and every variant; `progress(result, doing)` after each step."""
     device = torch.device(device)
     result = pair_record(pair.chapter, pair.name, pair.bound, device_type=device.type, **pair.point_fields)
-    if device.type not in pair.devices:
-        result.update(status="skipped", error=f"needs {' or '.join(pair.devices).upper()}; this run is on {device.type.upper()}")
+    why = pair.cannot_run(device.type)
+    if why:
+        result.update(status="skipped", error=why)
         return result
     if _distributed():
-        import torch.distributed as dist
         result.update(world_size=dist.get_world_size(), backend=dist.get_backend())
-
-    def fail(reason: str) -> None:  # the pair fails; its error names the first reason, errors lists them all
-        result["status"] = "failed"
-        result["error"] = result["error"] or reason
-        result["errors"].append(reason)
-
     progress(result, {"variant": "baseline", "stage": "workload"})
+    ctx = reference_context(pair, device, quick, budget_s, peaks, profile, outdir, untouched, result)
+    progress(result, {"variant": "baseline", "stage": "verify"})
+    base = Trial(ctx, pair.baseline)
+    result["baseline"] = base.entry
+    if not base.cannot_run():
+        base.run(base.prepare, base.verify)
+    result["workload"]["seeds"] = [SEEDS[0], ctx.refs.seed_b]
+    if ctx.stages:
+        result["stages"] = ctx.stages
+    if base.entry.get("skipped"):  # the baseline cannot run here (a package, a kernel this GPU lacks): nothing can
+        result.update(status="skipped", error=base.entry["skipped"])
+        return result
+    if not base.alive:
+        return base_failed(result, base, pair.variants)
+    base.timed = timed_entry(ctx, base)
+    for i, v in enumerate(pair.variants):
+        progress(result, {"variant": v.name, "stage": "verify and time"})
+        t = Trial(ctx, v)
+        if not t.cannot_run() and t.run(t.prepare, t.verify):
+            time_with_baseline(ctx, base, t)
+            if i == len(pair.variants) - 1:  # benchmark.py may start the next pair's process now
+                progress(result, {"variant": v.name, "stage": ROUNDS_OVER})
+            t.run(t.verify_after_timing, t.back_to_back, t.profile, t.rate)
+            t.close()
+        if not base.alive:  # its in-loop answer failed, or it crashed, while timed beside this variant
+            return base_failed(result, base, pair.variants[i + 1:])
+        paired_result(base, t)
+        if t.entry.get("error"):
+            fail(result, f"{v.name} failed ({t.entry.get('failed_at')}): {t.entry['error']}")
+        result["variants"].append(t.entry)
+    return finish_baseline(ctx, base, result, progress)
+
+
+def fail(result: dict, reason: str) -> None:
+    """The pair fails: its error names the first reason, errors lists them all."""
+    result["status"] = "failed"
+    result["error"] = result["error"] or reason
+    result["errors"].append(reason)
+
+
+def reference_context(pair: Pair, device: torch.device, quick: bool, budget_s: float, peaks: dict | None,
+                      profile: str | None, outdir: Path | None, untouched: Snapshot | None, result: dict) -> Context:
+    """The pair's Context (its reference workload built and checked), with the workload in the result."""
     if untouched is not None and untouched.changed():  # before anything ran: a pair file did it when imported
         changed = untouched.changed()
         untouched.restore()
@@ -670,36 +704,12 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
                           "launches": w.launches, "note": w.note, "once": list(w.once), "updated": list(w.updated),
                           "per_call": ctx.refs.per_call, "duplex": w.duplex, "collective": w.collective,
                           "message_bytes": w.message_bytes}
+    return ctx
 
-    progress(result, {"variant": "baseline", "stage": "verify"})
-    base = Trial(ctx, pair.baseline)
-    result["baseline"] = base.entry
-    if not base.cannot_run():
-        base.run(base.prepare, base.verify)
-    result["workload"]["seeds"] = [SEEDS[0], ctx.refs.seed_b]
-    if ctx.stages:
-        result["stages"] = ctx.stages
-    if base.entry.get("skipped"):  # the baseline cannot run here (a package, a kernel this GPU lacks): nothing can
-        result.update(status="skipped", error=base.entry["skipped"])
-        return result
-    if not base.alive:
-        return base_failed(result, base, pair.variants, fail)
-    base.timed = timed_entry(ctx, base)
-    for i, v in enumerate(pair.variants):
-        progress(result, {"variant": v.name, "stage": "verify and time"})
-        t = Trial(ctx, v)
-        if not t.cannot_run() and t.run(t.prepare, t.verify):
-            time_with_baseline(ctx, base, t)
-            if i == len(pair.variants) - 1:  # benchmark.py may start the next pair's process now
-                progress(result, {"variant": v.name, "stage": ROUNDS_OVER})
-            t.run(t.verify_after_timing, t.back_to_back, t.profile, t.rate)
-            t.close()
-        if not base.alive:  # its in-loop answer failed, or it crashed, while timed beside this variant
-            return base_failed(result, base, pair.variants[i + 1:], fail)
-        paired_result(base, t)
-        if t.entry.get("error"):
-            fail(f"{v.name} failed ({t.entry.get('failed_at')}): {t.entry['error']}")
-        result["variants"].append(t.entry)
+
+def finish_baseline(ctx: Context, base: "Trial", result: dict, progress) -> dict:
+    """The baseline's own steps after the variants (timed alone where none was timed beside it), then what its
+    outcome means for the variants' speedups."""
     if not base.timed.round_s:  # no variant reached the timed rounds: the baseline is timed alone
         progress(result, {"variant": "baseline", "stage": "time"})
         time_with_baseline(ctx, base, None)
@@ -709,7 +719,7 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
         base.close()
     base.entry.update(speedup=1.0 if base.entry["verified"] else None)
     if not base.entry["verified"]:  # its checks after timing failed: no variant has a speedup
-        base_failed(result, base, [], fail)
+        base_failed(result, base, [])
     for e in result["variants"]:
         if base.entry.get("suspect") and e.get("verified"):
             e["suspect"] = e["suspect"] or "the baseline's time is suspect"
@@ -719,71 +729,53 @@ def run_pair(pair: Pair, device: torch.device, quick: bool = False, budget_s: fl
     return result
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="internal: run one pair (used by benchmark.py)")
-    ap.add_argument("--chapter", type=int, required=True)
-    ap.add_argument("--name", required=True)
-    ap.add_argument("--baseline", required=True)
-    ap.add_argument("--optimized", nargs="+", required=True)
-    ap.add_argument("--device", required=True)
-    ap.add_argument("--result", required=True)
-    ap.add_argument("--peaks")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--budget", type=float, default=2.0)
-    ap.add_argument("--profile")
-    ap.add_argument("--outdir")
-    ap.add_argument("--point", help="one sweep point, as JSON: {\"size\": 4096, \"dtype\": \"bfloat16\"}")
-    a = ap.parse_args(argv)
-
-    from common.files import atomic_write_json
+def main(spec_path: str) -> int:
+    """Run the pair a RunSpec file describes (common.launch writes it) and write its result as it goes."""
+    spec = RunSpec(**json.loads(Path(spec_path).read_text()))
     rank0 = int(os.environ.get("RANK", "0")) == 0
 
     def progress(result: dict, doing: dict | None) -> None:
         """Write the result so far: a variant that hangs or crashes the process loses no one else's result."""
         if rank0:
-            atomic_write_json(Path(a.result), {**result, "in_progress": doing})
+            atomic_write_json(Path(spec.result), {**result, "in_progress": doing})
 
-    device = torch.device(a.device)
-    if "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1:
-        import torch.distributed as dist
+    device = torch.device(spec.device)
+    if spec.nproc > 1:  # torchrun's workers: one GPU each (benchmark.py checked there are enough)
         if device.type == "cuda":
-            if int(os.environ["LOCAL_WORLD_SIZE"]) > torch.cuda.device_count():
-                raise RuntimeError(f"{a.chapter}/{a.name} needs {os.environ['LOCAL_WORLD_SIZE']} GPUs; "
-                                   f"{torch.cuda.device_count()} visible")
-            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
             device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+            torch.cuda.set_device(device)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     untouched = Snapshot()  # before any pair file is imported
-    pair = load_pair(a.chapter, a.name, Path(a.baseline), [Path(p) for p in a.optimized])
-    if a.point:
-        pair = pair.at(json.loads(a.point))
+    pair = load_pair(spec.chapter, spec.pair, Path(spec.baseline), [Path(p) for p in spec.optimized])
+    pair = pair.at(spec.point) if spec.point else pair
     stub = pair_record(pair.chapter, pair.name, pair.bound)
     progress(stub, {"variant": None, "stage": "starting"})
-    peaks = json.loads(Path(a.peaks).read_text()) if a.peaks else None
     try:
-        result = run_pair(pair, device, a.quick, a.budget, peaks, a.profile, a.outdir, progress, untouched)
+        result = run_pair(pair, device, spec.quick, spec.budget_s, spec.peaks, spec.profile, spec.outdir, progress,
+                          untouched)
     except Exception as e:  # the pair as a whole cannot run (a bad workload, a contract error): say why
         traceback.print_exc()
         reason = f"out of memory: {str(e).splitlines()[0]}" if isinstance(e, torch.cuda.OutOfMemoryError) \
             else f"{type(e).__name__}: {e}"
         result = {**stub, "status": "failed", "error": reason, "errors": [reason]}
     progress(result, None)
-    if "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1:
-        import torch.distributed as dist
+    if spec.nproc > 1:
         dist.destroy_process_group()
     return 0 if result["status"] != "failed" else 1
 
 
 if __name__ == "__main__":
-    argv = None
-    if sys.argv[1:] == ["--spare"]:  # started ahead (common.launch.Spare): torch is imported; wait for a pair
+    args = sys.argv[1:]
+    if args == ["--spare"]:  # started ahead (common.launch.Spare): torch is imported; wait for a pair
         import torch.profiler  # noqa: F401 - a launch-bound pair's kernel counts need it; no GPU is touched here
         line = sys.stdin.readline()
         if not line.strip():
             sys.exit(0)
-        argv = json.loads(line)
+        args = json.loads(line)
+    if len(args) != 1:
+        sys.exit("internal: python -m common.run SPEC.json (benchmark.py writes SPEC; see common.launch.RunSpec)")
     try:
-        sys.exit(main(argv))
+        sys.exit(main(args[0]))
     except torch.cuda.OutOfMemoryError as e:
         print(f"out of memory: {str(e).splitlines()[0]}", file=sys.stderr)
         sys.exit(3)

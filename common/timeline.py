@@ -9,6 +9,8 @@ import io
 import json
 from pathlib import Path
 
+from common.files import atomic_write
+
 KINDS = (("HtoD", "tab:orange", "copy host→device"), ("DtoH", "tab:green", "copy device→host"),
          ("kernel", "tab:blue", "kernel"), ("other", "tab:gray", "other copy / memset"))
 
@@ -40,11 +42,9 @@ def draw_gantt(trace_path: Path, png_path: Path, title: str) -> int:
     events = gpu_events(json.loads(Path(trace_path).read_text()))
     if not events:
         return 0
-    import matplotlib
+    import matplotlib  # heavy: only where a pair's timeline is drawn
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from common.files import atomic_write
 
     t0 = min(e["start_us"] for e in events)
     streams = sorted({e["stream"] for e in events}, key=str)

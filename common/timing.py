@@ -41,6 +41,8 @@ from typing import Any, Callable
 
 import torch
 
+BUDGET_S = 2.0             # timing budget per variant (benchmark.py --budget), unless --quick
+QUICK_BUDGET_S = 0.3       # ...with --quick
 SAMPLE_TARGET_S = 1e-3      # a sample shorter than this is a batch of calls
 WARMUP_MIN_S = 0.3          # sustained load before any sample is taken (clocks settle)
 COMPUTE_WARMUP_S = 3.0      # compute-bound GPU work heats the chip: its clocks take seconds to settle
@@ -409,7 +411,7 @@ def _guarded(guard, step):
     return guard(step) if guard else step()
 
 
-def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float = 2.0,
+def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float = BUDGET_S,
                 agree: Callable[[float], float] = None, compute_bound: bool = False,
                 check: Callable[[int, Timed, Any], None] | None = None,
                 guard: Callable[[Callable[[], Any]], Any] | None = None) -> None:
@@ -536,7 +538,7 @@ def _alone(x: float) -> float:
     return x
 
 
-def finish(t: Timed, device: torch.device, *, budget_s: float = 2.0, agree: Callable[[float], float] = _alone,
+def finish(t: Timed, device: torch.device, *, budget_s: float = BUDGET_S, agree: Callable[[float], float] = _alone,
            flushed: bool = False, state: dict | None = None) -> Timing:
     """An entry's Timing once its rounds are done: on a GPU, the round check, and where work escaped the
     caller's stream, the entry timed again end to end (a device-wide sync around every sample)."""
@@ -564,7 +566,7 @@ def scrubber(device: torch.device, flush_l2: bool | Callable[[], Any]) -> Callab
     return (L2Scrubber(device) if flush_l2 is True else flush_l2) or None
 
 
-def time_together(calls: dict[str, Callable[[], Any]], device: torch.device, *, budget_s: float = 2.0,
+def time_together(calls: dict[str, Callable[[], Any]], device: torch.device, *, budget_s: float = BUDGET_S,
                   feed: Callable[[int], Any] | None = None, compute_bound: bool = False) -> dict[str, Timing]:
     """Each call's Timing, the calls timed in interleaved rounds (`time_rounds`) as a pair's variants are: for
     the chapter scripts that compare several ways of doing one thing. `feed(i)` writes new values into the
@@ -579,7 +581,7 @@ def time_together(calls: dict[str, Callable[[], Any]], device: torch.device, *, 
 
 
 def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool | Callable[[], Any] = False,
-              budget_s: float = 2.0, agree: Callable[[float], float] = _alone,
+              budget_s: float = BUDGET_S, agree: Callable[[float], float] = _alone,
               compute_bound: bool = False, feed: Callable[[int], Any] | None = None) -> Timing:
     """Median per-call time of `fn` on `device` (see the module docstring for the method).
 
@@ -600,3 +602,19 @@ def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool | C
         raise t.error
     return finish(t, device, budget_s=budget_s, agree=agree, flushed=flush is not None,
                   state=gpu_state(device) if device.type == "cuda" else None)
+
+
+def loop_ms(fn: Callable[[], Any], device: torch.device, calls: int = 1000, warmup: int = 20) -> float:
+    """Milliseconds per call over `calls` back-to-back calls between two device syncs, on the host's clock.
+
+    Not the harness's method (no events, no new values, no rounds): the rate a plain loop sees, for the
+    scripts that show what a loop pays per call or check the harness against an independent timer."""
+    device = torch.device(device)
+    for _ in range(warmup):
+        fn()
+    _sync(device)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    _sync(device)
+    return (time.perf_counter() - t0) * 1e3 / calls

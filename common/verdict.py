@@ -46,6 +46,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from pathlib import Path
+
+if not __package__:  # run as a script (python common/verdict.py): the repository root, for common.results
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common.results import variant_status  # noqa: E402
 
 # Triton's grading (percent of the measured peak)
 BANDWIDTH_GOOD, BANDWIDTH_POOR = 60.0, 30.0
@@ -99,6 +104,14 @@ def verdict(m: dict, device_type: str | None = None) -> list[Finding]:
       do not read GPU hardware are given (absent from both: the metrics are taken to be a GPU's, as the
       profilers' kernel metrics are). A caller that knows its device passes it.
     """
+    out = _kernel_findings(m) + _step_findings(m)
+    if (device_type or m.get("device_type") or "cuda") != "cuda":
+        out = [f for f in out if not f.gpu]
+    return out
+
+
+def _kernel_findings(m: dict) -> list[Finding]:
+    """Nsight Compute's rules, on one kernel's metrics."""
     out: list[Finding] = []
     sm, mem = _num(m, "sm_throughput_pct"), _num(m, "memory_throughput_pct")
     if sm is not None and mem is not None:
@@ -133,6 +146,12 @@ def verdict(m: dict, device_type: str | None = None) -> list[Finding]:
     if l2 is not None and l2 < L2_HIT_LOW_PCT and mem is not None and mem >= SOL_BOUND:
         out.append(Finding("poor L2 reuse", f"L2 hit rate {l2:.0f}% in a memory-bound kernel",
                            "reorder the tile traversal (grouped ordering) or enlarge tiles so neighbours share data"))
+    return out
+
+
+def _step_findings(m: dict) -> list[Finding]:
+    """The profiler's rules on one step, and Triton's grading of its share of the ceiling."""
+    out: list[Finding] = []
     idle = _num(m, "gpu_idle_pct")
     if idle is not None and idle > GPU_IDLE_HIGH_PCT:
         out.append(Finding("GPU waiting on the host", f"the GPU is idle {idle:.0f}% of the step "
@@ -159,8 +178,6 @@ def verdict(m: dict, device_type: str | None = None) -> list[Finding]:
             out.append(Finding(f"{kind} {g}", f"{pct:.0f}% of the measured {kind} ceiling (Triton's grading: "
                                f"good above {BANDWIDTH_GOOD if kind == 'bandwidth' else COMPUTE_GOOD:.0f}%, needs "
                                f"work below {BANDWIDTH_POOR if kind == 'bandwidth' else COMPUTE_POOR:.0f}%)", step))
-    if (device_type or m.get("device_type") or "cuda") != "cuda":
-        out = [f for f in out if not f.gpu]
     return out
 
 
@@ -206,26 +223,6 @@ def results_verdicts(results: dict, always: bool = True) -> str:
         lines.append("None." + (" Pairs run on a CPU get no verdict: the rules read GPU hardware, and a CPU's figures "
                                 "check that the code runs, they are not results." if off_gpu else ""))
     return "\n".join(lines) + "\n"
-
-
-BY_DESIGN = ("pitfall", "tradeoff")   # variant kinds that are slower on purpose
-
-
-def variant_status(v: dict) -> tuple[str, str]:
-    """(status, reason): "skipped", "FAILED", "SUSPECT", "pitfall", "tradeoff" or "ok": the one status a variant has
-    in summary.md, the figures and recommendations.md (common.report re-exports it)."""
-    if v.get("skipped"):
-        return "skipped", str(v["skipped"])
-    if v.get("error"):
-        return "FAILED", str(v["error"])
-    if v.get("verified") is not True:
-        message = (v.get("verification") or {}).get("message")
-        return "FAILED", f"failed verification: {message}" if message else "not verified"
-    if v.get("suspect"):
-        return "SUSPECT", str(v["suspect"])
-    if v.get("kind") in BY_DESIGN:
-        return v["kind"], "slower by design"
-    return "ok", ""
 
 
 def _trusted(v: dict) -> bool:

@@ -17,7 +17,8 @@ sys.path.insert(0, str(ROOT))
 
 from common.figures import write_figures  # noqa: E402
 from common.files import atomic_write  # noqa: E402
-from common.report import summary_markdown, validate_results  # noqa: E402
+from common.report import summary_markdown  # noqa: E402
+from common.results import validate_results  # noqa: E402
 
 
 def main(argv=None) -> int:

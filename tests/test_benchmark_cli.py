@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from common.report import validate_results
+from common.results import validate_results
 from conftest import FIXTURES
 
 

@@ -236,12 +236,11 @@ def test_the_cuda_sample_says_no_gpu_is_present(tmp_path):
 @pytest.mark.parametrize("name", ["autotune_gemm", "persistent_gemm"])
 def test_triton_gemm_pairs_are_skipped_on_a_cpu_for_want_of_cuda(name):
     """They need a GPU first and Triton second: on a CPU the skip names CUDA, whether or not Triton is here."""
-    from common.cli import cannot_run_here
     from common.discover import load_pair, pair_files
     baseline, optimized = pair_files(ROOT / "ch13")[name]
     pair = load_pair(13, name, baseline, optimized)
     assert pair.devices == ("cuda",) and all(v.devices == ("cuda",) for v in pair.variants)
-    assert cannot_run_here(pair, "cpu").startswith("needs CUDA")
+    assert pair.cannot_run("cpu").startswith("needs CUDA")
 
 
 def test_a_cpu_walkthrough_gets_no_gpu_verdict(tmp_path):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from common.launch import run_in_subprocess, settle, watch, WorkerRun
-from common.report import validate_results
+from common.launch import RunSpec, run_in_subprocess, settle, watch, WorkerRun
+from common.results import validate_results
 
 FAKE_WORKER = r'''
 import json, os, subprocess, sys, time
@@ -73,8 +73,9 @@ def fake(tmp_path):
     pids = tmp_path / "pids"
 
     def run(mode, timeout_s=1.0, startup_s=60.0):
-        r = run_in_subprocess(99, "x", "memory", FILES["baseline"], list(FILES.values())[1:], device="cpu",
-                              peaks=None, quick=True, budget=0.1, timeout_s=timeout_s, startup_s=startup_s,
+        spec = RunSpec(99, "x", "memory", str(FILES["baseline"]), [str(p) for p in list(FILES.values())[1:]],
+                       "cpu", quick=True, budget_s=0.1)
+        r = run_in_subprocess(spec, timeout_s=timeout_s, startup_s=startup_s,
                               echo=False, command=lambda result: [sys.executable, str(script), str(result), mode,
                                                                   str(pids)])
         return r, [int(p) for p in pids.read_text().split()] if pids.exists() else []
@@ -215,11 +216,11 @@ def test_a_spare_worker_runs_the_pair_it_is_handed_and_one_that_does_not_fit_is_
             return super().go(cmd)
 
     base, opts = FIXTURES / "ch84" / "baseline_aa.py", [FIXTURES / "ch84" / "optimized_aa_1.py"]
-    for env, handed in ((worker_env(base), 1), (dict(worker_env(base), ANOTHER_SETTING="1"), 0)):
+    for env, handed in ((worker_env(base.parent.parent), 1), (dict(worker_env(base.parent.parent), ANOTHER_SETTING="1"), 0)):
         Counted.handed, stages = 0, []
         spare = Counted(env)
-        r = run_in_subprocess(84, "aa", "memory", base, opts, device="cpu", peaks=None, quick=True, budget=0.1,
-                              timeout_s=300, echo=False, spare=spare, on_stage=stages.append)
+        spec = RunSpec(84, "aa", "memory", str(base), [str(p) for p in opts], "cpu", quick=True, budget_s=0.1)
+        r = run_in_subprocess(spec, timeout_s=300, echo=False, spare=spare, on_stage=stages.append)
         assert Counted.handed == handed
         assert spare.proc.wait(timeout=10) is not None and not alive(spare.proc.pid)
         assert r["status"] == "ok" and r["baseline"]["verified"] and r["variants"][0]["verified"], r.get("error")

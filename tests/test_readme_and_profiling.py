@@ -40,3 +40,15 @@ def test_profile_cuda_refuses_a_missing_binary():
     proc = subprocess.run(["bash", str(ROOT / "common/profiling/profile_cuda.sh"), "/no/such/binary", "x"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.strip().startswith("error:")
+
+
+def test_readme_module_map_names_every_harness_module_and_no_other():
+    """The README's table of common/ lists each module (a package by its folder) once, and nothing that is
+    not there: a module added, renamed or removed without the map fails here."""
+    text = (ROOT / "README.md").read_text().split("## The harness, module by module", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `(common/[\w/.]+)` \|", text, flags=re.M)
+    common = ROOT / "common"
+    actual = {f"common/{p.name}" for p in common.glob("*.py") if p.name != "__init__.py"}
+    actual |= {f"common/{d.name}/" for d in common.iterdir() if (d / "__init__.py").exists()}
+    assert len(listed) == len(set(listed)), listed
+    assert set(listed) == actual, (sorted(set(listed) - actual), sorted(actual - set(listed)))

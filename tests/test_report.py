@@ -5,7 +5,8 @@ import textwrap
 import time
 
 from common.files import atomic_write_json
-from common.report import compare_runs, validate_results
+from common.report import compare_runs
+from common.results import validate_results
 from conftest import ROOT
 
 

@@ -11,8 +11,9 @@ import pytest
 
 from common import figures
 from common.files import atomic_write
-from common.report import (CompareRefused, compare_runs, entries, format_with_ci, pair_key, speedup_interval,
-                           speedup_text, summary_markdown, validate_results, variant_status, write_report)
+from common.report import CompareRefused, compare_runs, summary_markdown, write_report
+from common.results import (entries, format_with_ci, pair_key, speedup_interval, speedup_text, validate_results,
+                            variant_status)
 
 H100_CEILINGS = {"copy_gbps": 3008.0, "h2d_gbps": 55.0, "launch_us": 9.2,
                  "matmul_tflops": {"fp32": 51.7, "tf32": 355.0, "bf16": 658.0, "fp16": 636.0}}
@@ -310,7 +311,7 @@ def test_write_report_writes_every_file_readable(tmp_path):
     doc = run_with_failures()
     old = os.umask(0o022)
     try:
-        written = write_report(doc, tmp_path, draw=figures.write_figures)
+        written = write_report(doc, tmp_path)
     finally:
         os.umask(old)
     names = {"summary.md", "recommendations.md", "speedup.png", "roofline.png", "results.json"}
@@ -342,15 +343,16 @@ def test_write_report_writes_every_file_readable(tmp_path):
     assert "**ch1/crashes** did not run to the end: crashed (exit code -11)" in untrusted
 
 
-def test_write_report_without_draw_writes_the_summary_and_results_only(tmp_path):
-    written = write_report(all_pass_run(), tmp_path)
+def test_write_report_without_figures_writes_the_summary_and_results_only(tmp_path):
+    written = write_report(all_pass_run(), tmp_path, figures=False)
     assert {p.name for p in written} == {"summary.md", "recommendations.md", "results.json"}
     assert not (tmp_path / "speedup.png").exists()
 
 
-def test_figures_import_the_report_and_the_report_not_the_figures(tmp_path):
-    """Imports run downhill: files (a leaf) <- report <- figures. Reading and summarising results loads
-    neither common.figures nor matplotlib."""
+def test_imports_run_downhill_and_reading_results_loads_no_figures(tmp_path):
+    """Imports run downhill: files (a leaf) <- results <- report, and results <- figures, which the report
+    loads only to draw (no cycle, no callback). Reading and summarising results loads neither
+    common.figures nor matplotlib."""
     import ast
     import subprocess
     import sys
@@ -362,16 +364,16 @@ def test_figures_import_the_report_and_the_report_not_the_figures(tmp_path):
     report_tree = ast.parse((ROOT / "common" / "report.py").read_text())
     top_level = [n for n in report_tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     assert not [n for n in top_level if "figures" in ast.dump(n)]
+    figures_tree = ast.parse((ROOT / "common" / "figures.py").read_text())
+    assert not [n for n in ast.walk(figures_tree) if isinstance(n, ast.ImportFrom) and n.module == "common.report"]
     (tmp_path / "results.json").write_text(json.dumps(run_with_failures()))
-    code = ("import json, sys; from common.report import compare_runs, summary_markdown, validate_results\n"
+    code = ("import json, sys; from common.report import compare_runs, summary_markdown\n"
+            "from common.results import validate_results\n"
             f"doc = json.load(open({str(tmp_path / 'results.json')!r}))\n"
             "assert validate_results(doc) == []; summary_markdown(doc); compare_runs(doc, doc)\n"
             "print(sorted(m for m in sys.modules if m == 'common.figures' or m.startswith('matplotlib')))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr[-2000:]
-    import common.files
-    import common.report
-    assert common.report.atomic_write is common.files.atomic_write   # still importable from the report
 
 
 # ----------------------------------------------------------------------------- numbers that cannot be right

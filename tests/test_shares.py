@@ -48,11 +48,10 @@ def test_the_memory_floor_holds_between_one_and_four_times_the_cache():
 
 
 def test_a_pair_needing_more_gpus_than_visible_is_skipped_before_it_starts(monkeypatch):
-    from common.cli import cannot_run_here
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    from common.pair import Pair
     pair = types.SimpleNamespace(devices=("cuda", "cpu"), nproc=2,
                                  baseline=types.SimpleNamespace(cannot_run=lambda device_type: None))
-    assert cannot_run_here(pair, "cuda") == "needs 2 GPUs; 1 visible"
-    assert cannot_run_here(pair, "cpu") is None          # Gloo processes on a CPU: fine
+    assert Pair.cannot_run(pair, "cuda", gpus=1) == "needs 2 GPUs; 1 visible"
+    assert Pair.cannot_run(pair, "cpu", gpus=0) is None          # Gloo processes on a CPU: fine
     pair.nproc = 1
-    assert cannot_run_here(pair, "cuda") is None
+    assert Pair.cannot_run(pair, "cuda", gpus=1) is None

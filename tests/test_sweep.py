@@ -5,7 +5,7 @@ import pytest
 
 from common.cli import sweep_points
 from common.discover import load_pair
-from common.report import validate_results
+from common.results import validate_results
 from conftest import ROOT, bench
 
 

@@ -1,0 +1,216 @@
+"""What a results.json says: its schema, a pair's entries and failures, a variant's one status, a speedup's
+interval and the digits it supports, the run's labels. Read by the report, the figures, the recommendations
+and the harness (which computes `speedup_ci` with `speedup_interval`, so old and new reports read alike).
+
+A variant has one status for display (`variant_status`): skipped, FAILED (an error or a failed
+verification), SUSPECT (faster than its workload allows: no speedup is shown), pitfall or tradeoff
+(slower on purpose: never a failure, never a win), or ok. Speedups are printed with the digits their 95%
+interval supports, and the interval is a ratio's: both ends positive, however noisy the medians.
+"""
+from __future__ import annotations
+
+import math
+
+BY_DESIGN = ("pitfall", "tradeoff")   # variant kinds that are slower on purpose
+
+
+def variant_status(v: dict) -> tuple[str, str]:
+    """(status, reason): "skipped", "FAILED", "SUSPECT", "pitfall", "tradeoff" or "ok": the one status a variant has
+    in summary.md, the figures and recommendations.md (common.report re-exports it)."""
+    if v.get("skipped"):
+        return "skipped", str(v["skipped"])
+    if v.get("error"):
+        return "FAILED", str(v["error"])
+    if v.get("verified") is not True:
+        message = (v.get("verification") or {}).get("message")
+        return "FAILED", f"failed verification: {message}" if message else "not verified"
+    if v.get("suspect"):
+        return "SUSPECT", str(v["suspect"])
+    if v.get("kind") in BY_DESIGN:
+        return v["kind"], "slower by design"
+    return "ok", ""
+
+
+SCHEMA_VERSION = 1
+
+
+# ----------------------------------------------------------------------------- schema
+REQUIRED_TOP = {"schema_version", "device", "torch", "cuda", "driver", "git_commit", "created", "pairs"}
+
+
+REQUIRED_PAIR = {"chapter", "name", "bound", "status", "baseline", "variants"}
+
+
+REQUIRED_VARIANT = {"name", "median_ms", "speedup", "verified", "pct_of_ceiling"}
+
+
+def validate_results(doc: dict) -> list[str]:
+    """Every way `doc` departs from the results.json schema (empty when it conforms)."""
+    errs = [f"missing top-level key {k!r}" for k in sorted(REQUIRED_TOP - doc.keys())]
+    if not isinstance(doc.get("device"), dict) or "name" not in doc.get("device", {}):
+        errs.append("device must be an object with a name")
+    for i, p in enumerate(doc.get("pairs", [])):
+        errs += [f"pairs[{i}] missing {k!r}" for k in sorted(REQUIRED_PAIR - p.keys())]
+        if p.get("status") not in ("ok", "failed", "skipped"):
+            errs.append(f"pairs[{i}].status {p.get('status')!r}")
+        if p.get("status") == "skipped":
+            continue
+        for j, v in enumerate(entries(p)):
+            errs += [f"pairs[{i}] variant {j} missing {k!r}" for k in sorted(REQUIRED_VARIANT - v.keys())]
+            if v.get("verified") is False and v.get("speedup") is not None:
+                errs.append(f"pairs[{i}] variant {v.get('name')} failed verification but has a speedup")
+            if v.get("suspect") and v.get("speedup") is not None and v.get("name") != "baseline":
+                errs.append(f"pairs[{i}] variant {v.get('name')} is suspect but has a speedup")
+    return errs
+
+
+# ----------------------------------------------------------------------------- what a result says
+def entries(pair: dict) -> list[dict]:
+    """The baseline (when it has an entry) followed by the variants."""
+    return ([pair["baseline"]] if pair.get("baseline") else []) + list(pair.get("variants") or [])
+
+
+def pair_key(pair: dict) -> str:
+    return f"ch{pair['chapter']}/{pair['name']}"
+
+
+def pair_level_error(pair: dict) -> str | None:
+    """The pair's own failure (timeout, crash before any result, skip) when no entry of it carries that failure."""
+    if pair.get("status") != "failed":
+        return None
+    if pair.get("baseline") and any(variant_status(v)[0] == "FAILED" for v in entries(pair)):
+        return None
+    error = pair.get("error") or "failed"
+    hung = pair.get("hung_variant")
+    return error + (f" (hung in {hung})" if hung and hung not in error else "")
+
+
+def pair_failures(pair: dict) -> list[str]:
+    """Every failure reason of a pair, first to last, each once."""
+    failed = [(v["name"], variant_status(v)[1]) for v in entries(pair) if variant_status(v)[0] == "FAILED"]
+    if pair.get("errors"):
+        reasons = list(pair["errors"])
+    else:  # older results.json: each failed entry's own reason
+        reasons = [f"{name}: {why}" for name, why in failed]
+    first = pair.get("error")
+    # the pair's first reason is usually one of its entries' reasons, worded "<variant> failed (<stage>): <why>"
+    restated = first and any(first.startswith(name + " ") and why in first for name, why in failed)
+    if first and pair.get("status") == "failed" and not restated and not any(first in r for r in reasons):
+        reasons.insert(0, first)
+    hung = pair.get("hung_variant")
+    if hung and not any(hung in r for r in reasons):
+        timeout = next((i for i, r in enumerate(reasons) if r.startswith("timed out")), None)
+        if timeout is None:
+            reasons.append(f"hung in {hung}")
+        else:
+            reasons[timeout] += f" (hung in {hung})"
+    return list(dict.fromkeys(reasons))
+
+
+def speedup_interval(base: dict | None, v: dict) -> tuple[float, float] | None:
+    """The speedup's 95% interval, both ends positive: the harness's `speedup_ci` where it is one, else from
+    both medians' intervals. The harness computes `speedup_ci` with this function too, so reports old and
+    new read alike.
+
+    A median m whose interval is h·m either side (h = median_ci_pct / 200) is read as m/(1+h) .. m·(1+h):
+    times and their ratios are multiplicative, and m - h·m is no time once h reaches 1 (a noisy CPU
+    baseline once gave "0.1× (-0.3–1.1)"). To first order it is m ± h·m. The ratio of two such medians
+    lies within s/((1+hb)(1+hv)) .. s·(1+hb)(1+hv)."""
+    s = v.get("speedup")
+    if not s or not math.isfinite(s) or s <= 0:
+        return None
+    stored = v.get("speedup_ci")
+    if stored and all(isinstance(x, (int, float)) and math.isfinite(x) for x in stored) and \
+            0 < stored[0] <= s * (1 + 1e-9) and stored[1] >= s * (1 - 1e-9):
+        return float(stored[0]), float(stored[1])
+    # a stored interval with a non-positive end (written before the multiplicative form): rebuilt from the medians
+    hb = ((base or {}).get("median_ci_pct") or 0) / 200
+    hv = (v.get("median_ci_pct") or 0) / 200
+    factor = (1 + hb) * (1 + hv)
+    if factor == 1 or not math.isfinite(factor) or hb < 0 or hv < 0:
+        return None
+    return s / factor, s * factor
+
+
+def interval_rel_halfwidth(value: float, interval: tuple[float, float] | None) -> float | None:
+    """The larger distance from `value` to an end of its interval, as a fraction of `value`."""
+    if not interval or not value:
+        return None
+    return max(value - interval[0], interval[1] - value) / abs(value)
+
+
+def _ci_decimals(value: float, rel_halfwidth: float | None, max_digits: int = 4) -> int:
+    """Decimal places that `value ± value*rel_halfwidth` supports: the interval's first significant digit
+    (two when that digit is a 1, so 7.87 ± 0.15 keeps its 7), never more than max_digits significant digits."""
+    magnitude = math.floor(math.log10(abs(value))) if value else 0
+    most = max_digits - 1 - magnitude
+    if not value or not rel_halfwidth or rel_halfwidth <= 0 or not math.isfinite(rel_halfwidth):
+        return min(most, 2 - magnitude) if rel_halfwidth is None else most   # unknown interval: 3 digits
+    halfwidth = abs(value) * rel_halfwidth
+    exponent = math.floor(math.log10(halfwidth))
+    leading = round(halfwidth / 10 ** exponent)
+    return min(most, -exponent + (1 if leading < 2 else 0))
+
+
+def format_with_ci(value: float | None, rel_halfwidth: float | None, max_digits: int = 4) -> str:
+    """`value` with the digits its 95% interval (± rel_halfwidth × value) supports: (7.9, 0.04) -> "7.9",
+    (40.12, 0.0001) -> "40.12", (123, 0.2) -> "120". An unknown interval (None) gives 3 significant digits."""
+    if value is None or not math.isfinite(value):
+        return "–"
+    return _round_to(value, _ci_decimals(value, rel_halfwidth, max_digits))
+
+
+def _round_to(value: float, decimals: int) -> str:
+    if decimals >= 0:
+        return f"{value:.{decimals}f}"
+    return f"{round(value, decimals):.0f}"
+
+
+def speedup_text(v: dict, base: dict | None) -> str:
+    """"7.9× (7.6–8.2)": the speedup and its interval at the digits the interval supports; "–" when there is none."""
+    s = v.get("speedup")
+    if s is None or variant_status(v)[0] in ("FAILED", "SUSPECT", "skipped"):
+        return "–"
+    interval = speedup_interval(base, v)
+    decimals = _ci_decimals(s, interval_rel_halfwidth(s, interval))
+    text = f"{_round_to(s, decimals)}×"
+    if interval:
+        text += f" ({_interval_end(interval[0], decimals)}–{_interval_end(interval[1], decimals)})"
+    return text
+
+
+def _interval_end(x: float, decimals: int) -> str:
+    """An end of a speedup's interval at the speedup's decimals, or at its own first significant digit where
+    those would print it as 0 (0.1× (0.05–1.1), not 0.1× (0.0–1.1)): a ratio's end is never 0."""
+    return _round_to(x, max(decimals, -math.floor(math.log10(x)))) if x > 0 else "–"
+
+
+def host_text(doc: dict) -> str | None:
+    host = doc.get("host") or {}
+    if not host.get("cpu"):
+        return None
+    cores = host.get("cores")
+    usable = host.get("cores_usable")
+    count = "" if not cores else f", {cores} cores" + (f" ({usable} usable)" if usable and usable != cores else "")
+    return f"{host['cpu']}{count}"
+
+
+def run_label(doc: dict) -> str:
+    """What the run measured: the GPU's name, or for a CPU run the CPU's model."""
+    dev = doc["device"]
+    host = doc.get("host") or {}
+    if dev.get("type") == "cpu" and host.get("cpu"):
+        return f"{host['cpu']} (CPU)"
+    return dev["name"]
+
+
+def run_device_type(doc: dict) -> str | None:
+    """"cuda" or "cpu": what the run measured (None in a document that does not say)."""
+    return (doc.get("device") or {}).get("type")
+
+
+def by_design_text(v: dict, base: dict | None = None) -> str:
+    """What a declared pitfall or trade-off's figure says: "slower by design", or, when its whole interval
+    is above 1.0, that the declaration does not hold here (a pitfall that wins is a mislabel to fix)."""
+    interval = speedup_interval(base, v)
+    return "declared slower, measured faster" if interval and interval[0] > 1 else "slower by design"
