@@ -26,17 +26,7 @@ import torch  # noqa: E402
 
 from ch1 import baseline_preallocation as base  # noqa: E402
 from ch1 import optimized_preallocation as opt  # noqa: E402
-
-
-def loop_us(step, n=2000):
-    for _ in range(50):
-        step()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        step()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / n * 1e6
+from common.timing import loop_ms  # noqa: E402
 
 
 def issue_us(step, n=500):
@@ -65,9 +55,11 @@ def profile(step, n=200):
 
 
 def measure():
-    w = base.workload(seed=0, device=torch.device("cuda"))
+    dev = torch.device("cuda")
+    w = base.workload(seed=0, device=dev)
     steps = {"baseline (fresh tensors)": base.prepare(w), "optimized (out=, in place)": opt.prepare(w)}
-    return {name: {"loop_us_per_step": loop_us(s), "issue_us_per_step": issue_us(s), "profile": profile(s)}
+    return {name: {"loop_us_per_step": loop_ms(s, dev, calls=2000, warmup=50) * 1e3,
+                   "issue_us_per_step": issue_us(s), "profile": profile(s)}
             for name, s in steps.items()}
 
 

@@ -34,6 +34,7 @@ from ch16.decode import capture_graph, served_model
 from ch16.model import KVCache, Transformer
 from ch16 import paged
 from ch16.paged import ContiguousKV, varlen_decode_step
+from common.figures import chart
 
 
 @dataclasses.dataclass
@@ -266,27 +267,22 @@ def sweep(device, quick: bool, rates=None, seed: int = 0, n: int | None = None, 
 
 
 def plot(rows, path):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.5))
-    for policy in ("static", "continuous"):
-        x = [r[policy]["throughput_tok_s"] for r in rows]
-        a1.plot([r["rate"] for r in rows], x, "o-", label=policy)
-        a2.plot(x, [r[policy]["p50_latency_s"] for r in rows], "o-", label=f"{policy} p50")
-        a2.plot(x, [r[policy]["p99_latency_s"] for r in rows], "x--", color=a2.lines[-1].get_color(), label=f"{policy} p99")
-    a1.set_xlabel("offered load (requests/s)")
-    a1.set_ylabel("throughput (tokens/s)")
-    a2.set_xlabel("throughput (tokens/s)")
-    a2.set_ylabel("request latency (s)")
-    a2.set_yscale("log")
-    for a in (a1, a2):
-        a.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    """Throughput against offered load, and p50/p99 latency against throughput, for both policies."""
+    def draw(a1, a2):
+        for policy in ("static", "continuous"):
+            x = [r[policy]["throughput_tok_s"] for r in rows]
+            a1.plot([r["rate"] for r in rows], x, "o-", label=policy)
+            a2.plot(x, [r[policy]["p50_latency_s"] for r in rows], "o-", label=f"{policy} p50")
+            a2.plot(x, [r[policy]["p99_latency_s"] for r in rows], "x--", color=a2.lines[-1].get_color(),
+                    label=f"{policy} p99")
+        a1.set_xlabel("offered load (requests/s)")
+        a1.set_ylabel("throughput (tokens/s)")
+        a2.set_xlabel("throughput (tokens/s)")
+        a2.set_ylabel("request latency (s)")
+        a2.set_yscale("log")
+        for a in (a1, a2):
+            a.legend(fontsize=7)
+    chart(path, draw, ncols=2, size=(9, 3.5))
 
 
 def main(argv=None) -> int:

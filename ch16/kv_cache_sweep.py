@@ -7,40 +7,28 @@ For each context L, one request (batch 1 unless --batch) L tokens in, the time o
     cache+graph  the static-cache step replayed as a CUDA graph (GPU only)
 
 with tokens/s and, for the cached step, the share of the bandwidth floor (weights + the KV read,
-over the copy bandwidth given with --copy-gbps, measured by `benchmark.py --peaks`).
+over the copy bandwidth given with --copy-gbps, measured by `benchmark.py --peaks`). The ways at one
+context are timed as the harness times a pair's variants (common.timing.time_together: interleaved
+rounds, CUDA events on a GPU), with a budget of --budget seconds a way.
 
 Contexts the model has no positions for are dropped, with a line saying which: a step at context L
 feeds position L, so L must be below the model's max_seq_len (4096 for the ~1B model; 512 for the
 small one, which a CPU or --quick runs, so there the default list stops at 256).
 
-    python ch16/kv_cache_sweep.py [--contexts 256 1024 4000] [--out DIR]
+    python ch16/kv_cache_sweep.py [--contexts 256 1024 4000] [--budget S] [--out DIR]
 """
 from __future__ import annotations
 
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import argparse
 import json
-import statistics
-import time
 
 import torch
 
 from ch16.decode import capture_graph, served_model, step_work
 from ch16.model import CONFIGS, KVCache, decode_step, forward_no_cache, prefill, random_tokens
-
-
-def median_ms(fn, device, reps: int = 20) -> float:
-    fn()
-    samples = []
-    for _ in range(reps):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples)
+from common.figures import chart
+from common.timing import time_together
 
 
 def supported_contexts(cfg, contexts) -> tuple[list[int], list[int]]:
@@ -50,7 +38,7 @@ def supported_contexts(cfg, contexts) -> tuple[list[int], list[int]]:
 
 
 @torch.no_grad()
-def sweep(device, contexts, batch: int, quick: bool, copy_gbps: float | None, reps: int) -> list[dict]:
+def sweep(device, contexts, batch: int, quick: bool, copy_gbps: float | None, budget_s: float) -> list[dict]:
     model = served_model(device, quick)
     contexts, dropped = supported_contexts(model.cfg, contexts)
     if dropped:
@@ -66,10 +54,12 @@ def sweep(device, contexts, batch: int, quick: bool, copy_gbps: float | None, re
         prefill(model, prefix, cache)
         pos = torch.tensor([L], device=device)
         row = {"context": L, "batch": batch}
-        row["no_cache_ms"] = median_ms(lambda: forward_no_cache(model, torch.cat([prefix, token], 1)), device, reps)
-        row["cache_ms"] = median_ms(lambda: decode_step(model, cache, token, pos), device, reps)
+        ways = {"no_cache": lambda: forward_no_cache(model, torch.cat([prefix, token], 1)),
+                "cache": lambda: decode_step(model, cache, token, pos)}
         if device.type == "cuda":
-            row["cache_graph_ms"] = median_ms(capture_graph(lambda: decode_step(model, cache, token, pos)), device, reps)
+            ways["cache_graph"] = capture_graph(lambda: decode_step(model, cache, token, pos))
+        for k, t in time_together(ways, device, budget_s=budget_s).items():
+            row[f"{k}_ms"] = t.median_ms
         _, bytes_moved = step_work(model, batch, L + 1)
         row["floor_ms"] = bytes_moved / (copy_gbps * 1e9) * 1e3 if copy_gbps else None
         for k in ("no_cache", "cache", "cache_graph"):
@@ -88,26 +78,21 @@ def sweep(device, contexts, batch: int, quick: bool, copy_gbps: float | None, re
 
 
 def plot(rows, path):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    xs = [r["context"] for r in rows]
-    for k, label in (("no_cache", "no cache"), ("cache", "static cache, eager"), ("cache_graph", "static cache, graph")):
-        if f"{k}_ms" in rows[0]:
-            ax.plot(xs, [r[f"{k}_ms"] for r in rows], "o-", label=label)
-    if rows[0].get("floor_ms"):
-        ax.plot(xs, [r["floor_ms"] for r in rows], "k--", label="bandwidth floor")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("context (tokens)")
-    ax.set_ylabel("ms per decode step")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    """ms per step of each way against context, log-log, and the bandwidth floor where --copy-gbps gave one."""
+    def draw(ax):
+        xs = [r["context"] for r in rows]
+        for k, label in (("no_cache", "no cache"), ("cache", "static cache, eager"),
+                         ("cache_graph", "static cache, graph")):
+            if f"{k}_ms" in rows[0]:
+                ax.plot(xs, [r[f"{k}_ms"] for r in rows], "o-", label=label)
+        if rows[0].get("floor_ms"):
+            ax.plot(xs, [r["floor_ms"] for r in rows], "k--", label="bandwidth floor")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("context (tokens)")
+        ax.set_ylabel("ms per decode step")
+        ax.legend(fontsize=7)
+    chart(path, draw)
 
 
 def main(argv=None) -> int:
@@ -117,20 +102,22 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="the small model")
     ap.add_argument("--copy-gbps", type=float, help="measured copy bandwidth (benchmark.py --peaks), for the floor")
-    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--budget", type=float, default=1.0, metavar="S",
+                    help="the harness's timing budget per way and context, s (default 1)")
     ap.add_argument("--out", type=pathlib.Path)
     a = ap.parse_args(argv)
     device = torch.device(a.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         print("error: ch16/kv_cache_sweep.py --device cuda needs a CUDA GPU; none is visible to PyTorch", file=sys.stderr)
         return 2
-    rows = sweep(device, a.contexts, a.batch, a.quick, a.copy_gbps, a.reps)
+    rows = sweep(device, a.contexts, a.batch, a.quick, a.copy_gbps, a.budget)
     if not rows:
         print("error: no context in --contexts fits the model's positions (see the line above)", file=sys.stderr)
         return 2
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
-        meta = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__}
+        meta = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__,
+                "budget_s": a.budget}
         (a.out / "kv_cache_sweep.json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
         plot(rows, a.out / "kv_cache_sweep.png")
     return 0

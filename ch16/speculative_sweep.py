@@ -9,48 +9,35 @@ each k, this runs the target alone and with the draft, on the same prompt, and r
     c          draft step time / target step time (measured, CUDA graphs on a GPU)
     expected   E / (k c + v + α^k c), v = verification pass time / target step time (measured); the
                last term: a round where all k are accepted feeds the draft its k-th proposal (one more step)
-    measured   time of the target alone / time with the draft
+    measured   time of the target alone / time with the draft, the two timed in the same interleaved
+               rounds (common.timing.time_together, the harness's method)
 
 Every run is checked with the logits-and-margin rule (common/decode_check.py): the speculative decoder's
 logits teacher-forced on the target's own greedy tokens, and its free-running tokens.
 
-    python ch16/speculative_sweep.py [--device cuda] [--quick] [--out DIR]
+    python ch16/speculative_sweep.py [--device cuda] [--quick] [--budget S] [--out DIR]
 """
 from __future__ import annotations
 
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import argparse
 import json
-import statistics
-import time
 
 import torch
 
 from ch16.model import KVCache
 from ch16.speculative import GreedyDecoder, SpeculativeDecoder, spec_workload_inputs
 from common.decode_check import check_decode
+from common.figures import chart
 from common.inputs import SEEDS
-
-
-def timed(fn, device, reps: int) -> float:
-    """Median wall time of fn() in ms, synchronized (one host sync per round is part of the method)."""
-    samples = []
-    for _ in range(reps):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples)
+from common.timing import time_call, time_together
 
 
 def expected_tokens_per_pass(alpha: float, k: int) -> float:
     return k + 1.0 if alpha >= 1.0 else (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
-def run(device, quick: bool, scales, ks, reps: int, seed: int = 7) -> list[dict]:
+def run(device, quick: bool, scales, ks, budget_s: float, seed: int = 7) -> list[dict]:
     rows = []
     precision = "bf16" if device.type == "cuda" else "fp32"
     for scale in scales:
@@ -60,8 +47,6 @@ def run(device, quick: bool, scales, ks, reps: int, seed: int = 7) -> list[dict]
         greedy = GreedyDecoder(model, cache, inputs["prompt"], s["n_new"])
         ref_logits = greedy().clone()
         ref_tokens = ref_logits.argmax(-1)
-        t_alone = timed(greedy, device, reps)
-        step_ms = t_alone / s["n_new"]
         draft_ms = None
         for k in ks:
             spec = SpeculativeDecoder(model, cache, dcache, s["depth"], inputs["prompt"], s["n_new"], k)
@@ -71,10 +56,12 @@ def run(device, quick: bool, scales, ks, reps: int, seed: int = 7) -> list[dict]
             tf_logits = spec().clone()
             spec.forced = None
             verdict = check_decode(ref_tokens, ref_logits, tf_logits, out_logits.argmax(-1), precision)
-            t_spec = timed(spec, device, reps)
+            times = time_together({"alone": greedy, "spec": spec}, device, budget_s=budget_s)
+            t_alone, t_spec = times["alone"].median_ms, times["spec"].median_ms
+            step_ms = t_alone / s["n_new"]
             if draft_ms is None:  # one draft step and one verification pass, each alone
-                draft_ms = timed(lambda: [spec.draft() for _ in range(16)], device, reps) / 16
-            verify_ms = timed(lambda: [spec.verify() for _ in range(16)], device, reps) / 16
+                draft_ms = time_call(spec.draft, device, budget_s=budget_s).median_ms
+            verify_ms = time_call(spec.verify, device, budget_s=budget_s).median_ms
             c, v = draft_ms / step_ms, verify_ms / step_ms
             E = expected_tokens_per_pass(alpha, k)
             rows.append({"scale": scale, "k": k, "alpha": alpha, "expected_tokens_per_pass": E,
@@ -91,24 +78,18 @@ def run(device, quick: bool, scales, ks, reps: int, seed: int = 7) -> list[dict]
 
 
 def plot(rows: list[dict], path: pathlib.Path) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    fig, ax = plt.subplots(figsize=(5, 4))
-    for k in sorted({r["k"] for r in rows}):
-        rs = [r for r in rows if r["k"] == k]
-        ax.plot([r["alpha"] for r in rs], [r["measured_speedup"] for r in rs], "o", label=f"k={k} measured")
-        ax.plot([r["alpha"] for r in rs], [r["expected_speedup"] for r in rs], "x", color=ax.lines[-1].get_color(),
-                label=f"k={k} expected")
-    ax.axhline(1.0, color="grey", lw=0.5)
-    ax.set_xlabel("acceptance rate α (measured)")
-    ax.set_ylabel("speedup over the target alone")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    """Measured and expected speedup against the measured acceptance rate, one colour per k."""
+    def draw(ax):
+        for k in sorted({r["k"] for r in rows}):
+            rs = [r for r in rows if r["k"] == k]
+            ax.plot([r["alpha"] for r in rs], [r["measured_speedup"] for r in rs], "o", label=f"k={k} measured")
+            ax.plot([r["alpha"] for r in rs], [r["expected_speedup"] for r in rs], "x",
+                    color=ax.lines[-1].get_color(), label=f"k={k} expected")
+        ax.axhline(1.0, color="grey", lw=0.5)
+        ax.set_xlabel("acceptance rate α (measured)")
+        ax.set_ylabel("speedup over the target alone")
+        ax.legend(fontsize=7)
+    chart(path, draw, size=(5, 4))
 
 
 def main(argv=None) -> int:
@@ -117,7 +98,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--scales", type=float, nargs="+", default=[0.0, 0.25, 0.5, 1.0, 2.0])
     ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8])
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--budget", type=float, default=1.0, metavar="S",
+                    help="the harness's timing budget per timed call (the target alone, with the draft, one draft "
+                    "step, one verification pass), s (default 1)")
     ap.add_argument("--seed", type=int, default=SEEDS[0], help="the prompt's seed (default: the harness's seed A, "
                     "so the row at the pair's setting is the pair's prompt)")
     ap.add_argument("--out", type=pathlib.Path)
@@ -127,11 +110,11 @@ def main(argv=None) -> int:
         print("error: ch16/speculative_sweep.py --device cuda needs a CUDA GPU; none is visible to PyTorch",
               file=sys.stderr)
         return 2
-    rows = run(device, a.quick, a.scales, a.ks, a.reps, a.seed)
+    rows = run(device, a.quick, a.scales, a.ks, a.budget, a.seed)
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         meta = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-                "torch": torch.__version__, "quick": a.quick, "seed": a.seed}
+                "torch": torch.__version__, "quick": a.quick, "seed": a.seed, "budget_s": a.budget}
         (a.out / "speculative_sweep.json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
         plot(rows, a.out / "speculative_sweep.png")
     return 0 if all(r["verified"] for r in rows) else 1

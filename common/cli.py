@@ -37,7 +37,8 @@ from common.files import RUNS_DIR, new_run_folder, run_name  # user runs; commit
 from common.host import host_info
 from common.launch import SPARE_AFTER, RunSpec, Spare, run_in_subprocess, tool_missing, worker_env
 from common.pair import REPO_ROOT, SWEEP_DTYPES, pair_record
-from common.report import CompareRefused, compare_runs, summary_markdown, validate_results, write_report
+from common.report import CompareRefused, compare_runs, summary_markdown, write_report
+from common.results import SCHEMA_VERSION, validate_results
 from common.timing import BUDGET_S, QUICK_BUDGET_S
 
 EXAMPLES = """\
@@ -87,8 +88,8 @@ def build_parser(pair_file: Path | None = None) -> argparse.ArgumentParser:
     if pair_file:
         rel = _shown(pair_file)
         ap = ArgParser(prog=f"python {rel}",
-                       description=f"Run the pair this file belongs to: verify every variant against the baseline, "
-                                   f"time them, print the comparison. Other pairs: python benchmark.py --help.",
+                       description="Run the pair this file belongs to: verify every variant against the baseline, "
+                                   "time them, print the comparison. Other pairs: python benchmark.py --help.",
                        epilog=f"Examples\n  python {rel} --quick\n  python {rel} --device cpu --output /tmp/pair-run",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     else:
@@ -487,9 +488,9 @@ def _report(args, command, selection, device, peaks, outdir, created, stamp, res
                 outdir.rmdir()
             print("nothing finished; no report written", file=sys.stderr)
             return 128 + interrupted
-    doc = {"schema_version": 1, "device": device_info(device, peaks), "host": host_info(), "topology": _topology(),
-           "torch": torch.__version__,
-           "cuda": torch.version.cuda, "driver": driver_version(), "git_commit": git_commit(),
+    doc = {"schema_version": SCHEMA_VERSION, "device": device_info(device, peaks), "host": host_info(),
+           "topology": _topology(), "torch": torch.__version__, "cuda": torch.version.cuda,
+           "driver": driver_version(), "git_commit": git_commit(),
            "created": stamp.isoformat(timespec="seconds"), "quick": args.quick, "command": command,
            "pairs": results}
     if interrupted:
@@ -549,7 +550,8 @@ def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None
     why_not = [None if isinstance(pair, Exception) else pair.cannot_run(device.type, gpus) for pair in loaded]
     runs_here = [not isinstance(pair, Exception) and why is None for pair, why in zip(loaded, why_not)]
     # The pairs that start a plain worker (one process, no profiler wrapped around it) can take a spare.
-    takes_spare = [ok and pair.nproc == 1 and args.profile not in ("nsys", "ncu") for ok, pair in zip(runs_here, loaded)]
+    takes_spare = [ok and pair.nproc == 1 and args.profile not in ("nsys", "ncu")
+                   for ok, pair in zip(runs_here, loaded)]
     spares = Spares([base for _, _, base, _ in selection], takes_spare)
     decided = dict(peaks=peaks, quick=args.quick, budget_s=args.budget or (QUICK_BUDGET_S if args.quick else BUDGET_S),
                    profile=args.profile, outdir=str(outdir) if outdir else None)

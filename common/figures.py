@@ -26,8 +26,9 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: 
 from matplotlib.transforms import blended_transform_factory, offset_copy  # noqa: E402
 
 from common.files import atomic_write  # noqa: E402
-from common.results import (BY_DESIGN, by_design_text, entries, format_with_ci, interval_rel_halfwidth, pair_key,  # noqa: E402
-                           pair_level_error, run_label, speedup_interval, variant_status)
+from common.results import (BY_DESIGN, by_design_text, entries, format_with_ci,  # noqa: E402
+                            interval_rel_halfwidth, pair_key, pair_level_error, run_label, speedup_interval,
+                            variant_status)
 
 COLOURS = {"faster": "#2ca02c", "slower": "#9467bd", "by design": "#9e9e9e", "FAILED": "#d62728",
            "SUSPECT": "#e6850e", "skipped": "#7f7f7f"}

@@ -21,8 +21,8 @@ Pairs with NPROC > 1 start through torchrun.
 
 A worker's own start (the interpreter, the torch import: about 5 s on an H100
 host) is spent ahead where it cannot disturb a measurement: `Spare` starts the
-next pair's worker, which imports and then waits on its stdin for its spec. benchmark.py starts it while a memory- or compute-bound pair is timed on
-the GPU (CUDA events, not the host's clock), and otherwise once the running
+next pair's worker, which imports and then waits on its stdin for its spec.
+benchmark.py starts it while a memory- or compute-bound pair is timed on the GPU (CUDA events, not the host's clock), and otherwise once the running
 pair has finished timing (`SPARE_AFTER`); each pair still gets a process of its own.
 """
 from __future__ import annotations
@@ -388,8 +388,8 @@ def run_in_subprocess(spec: RunSpec, *, timeout_s: float, echo: bool = True, sta
         spec_path = Path(tmp) / "spec.json"
         spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
         cmd = command(Path(spec.result)) if command else worker_command(spec, spec_path)
-        run = watch(cmd, Path(spec.result), env=worker_env(Path(spec.baseline).parent.parent), timeout_s=timeout_s,
-                    startup_s=startup_s, echo=echo, spare=spare, on_stage=on_stage)
+        run = watch(cmd, Path(spec.result), env=worker_env(Path(spec.baseline).parent.parent),
+                    timeout_s=timeout_s, startup_s=startup_s, echo=echo, spare=spare, on_stage=on_stage)
     result = settle(run, chapter=spec.chapter, name=spec.name, bound=spec.bound, files=spec.files())
     result["elapsed_s"] = round(run.elapsed_s, 2)
     if run.startup_s is not None:

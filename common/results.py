@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import math
 
+SCHEMA_VERSION = 1
+REQUIRED_TOP = {"schema_version", "device", "torch", "cuda", "driver", "git_commit", "created", "pairs"}
+REQUIRED_PAIR = {"chapter", "name", "bound", "status", "baseline", "variants"}
+REQUIRED_VARIANT = {"name", "median_ms", "speedup", "verified", "pct_of_ceiling"}
 BY_DESIGN = ("pitfall", "tradeoff")   # variant kinds that are slower on purpose
 
 
 def variant_status(v: dict) -> tuple[str, str]:
     """(status, reason): "skipped", "FAILED", "SUSPECT", "pitfall", "tradeoff" or "ok": the one status a variant has
-    in summary.md, the figures and recommendations.md (common.report re-exports it)."""
+    in summary.md, the figures and recommendations.md."""
     if v.get("skipped"):
         return "skipped", str(v["skipped"])
     if v.get("error"):
@@ -29,19 +33,6 @@ def variant_status(v: dict) -> tuple[str, str]:
     if v.get("kind") in BY_DESIGN:
         return v["kind"], "slower by design"
     return "ok", ""
-
-
-SCHEMA_VERSION = 1
-
-
-# ----------------------------------------------------------------------------- schema
-REQUIRED_TOP = {"schema_version", "device", "torch", "cuda", "driver", "git_commit", "created", "pairs"}
-
-
-REQUIRED_PAIR = {"chapter", "name", "bound", "status", "baseline", "variants"}
-
-
-REQUIRED_VARIANT = {"name", "median_ms", "speedup", "verified", "pct_of_ceiling"}
 
 
 def validate_results(doc: dict) -> list[str]:

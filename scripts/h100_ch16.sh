@@ -40,7 +40,7 @@ run_part() {
       gbps=$($py -c "import glob,json; print(json.load(open(sorted(glob.glob('profiles/peaks/cuda-*.json'))[-1]))['copy_gbps'])" 2>/dev/null || echo 3000)
       step kv_cache_sweep 240 $py ch16/kv_cache_sweep.py --contexts 128 512 1024 2048 4000 --copy-gbps "${gbps:-3000}" --out "$work/sweeps"
       step kv_cache_sweep_b4 120 $py ch16/kv_cache_sweep.py --contexts 512 1024 2048 --batch 4 --copy-gbps "${gbps:-3000}" --out "$work/sweeps_batch4"
-      step speculative_sweep 300 $py ch16/speculative_sweep.py --scales 0 0.25 0.5 1 2 --ks 1 2 4 8 --reps 5 --out "$work/sweeps"
+      step speculative_sweep 300 $py ch16/speculative_sweep.py --scales 0 0.25 0.5 1 2 --ks 1 2 4 8 --budget 1 --out "$work/sweeps"
       # shellcheck disable=SC2086
       step batching_sweep 540 $py ch16/batching.py ${BATCHING_ARGS:-} --out "$work/sweeps" ;;
     server)  # one rank serves target and draft from one pool (the 2-GPU script runs 2 ranks)

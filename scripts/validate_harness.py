@@ -35,7 +35,7 @@ import torch  # noqa: E402
 
 from common.files import atomic_write, atomic_write_json  # noqa: E402
 from common.numerics import numerics  # noqa: E402
-from common.timing import time_call  # noqa: E402
+from common.timing import loop_ms, time_call  # noqa: E402
 
 DEV = torch.device("cuda")
 PAIRS = ["ch1/coalescing", "ch1/double_buffering", "ch1/fused_gelu", "ch1/launch_bounds", "ch1/smem_prefetch",
@@ -120,18 +120,6 @@ def check_pairs(pairs: list[str], budget_s: float, peaks: dict | None) -> list[d
     return rows
 
 
-def by_hand_batch(fn, calls=1000) -> float:
-    """Milliseconds per call over `calls` back-to-back calls between two device syncs."""
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) * 1e3 / calls
-
-
 def check_launch(rounds: int = 2) -> list[dict]:
     """Alternate the harness and the by-hand batch: host-bound timings drift with the host's state."""
     g = torch.Generator(device=DEV).manual_seed(0)
@@ -144,7 +132,7 @@ def check_launch(rounds: int = 2) -> list[dict]:
             t = time_call(fn, DEV, budget_s=2.0)
             ours.append(t.median_ms)
             calls = t.calls_per_sample
-            hand.append(statistics.median(by_hand_batch(fn) for _ in range(5)))
+            hand.append(statistics.median(loop_ms(fn, DEV, calls=1000) for _ in range(5)))
         o, h = statistics.mean(ours), statistics.mean(hand)
         rows.append({"call": name, "harness_ms": o, "calls_per_sample": calls, "by_hand_1000_calls_ms": h,
                      "harness_rounds_ms": ours, "by_hand_rounds_ms": hand,

@@ -216,7 +216,8 @@ def test_a_spare_worker_runs_the_pair_it_is_handed_and_one_that_does_not_fit_is_
             return super().go(cmd)
 
     base, opts = FIXTURES / "ch84" / "baseline_aa.py", [FIXTURES / "ch84" / "optimized_aa_1.py"]
-    for env, handed in ((worker_env(base.parent.parent), 1), (dict(worker_env(base.parent.parent), ANOTHER_SETTING="1"), 0)):
+    chapters = base.parent.parent
+    for env, handed in ((worker_env(chapters), 1), (dict(worker_env(chapters), ANOTHER_SETTING="1"), 0)):
         Counted.handed, stages = 0, []
         spare = Counted(env)
         spec = RunSpec(84, "aa", "memory", str(base), [str(p) for p in opts], "cpu", quick=True, budget_s=0.1)
