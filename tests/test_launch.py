@@ -226,3 +226,31 @@ def test_a_spare_worker_runs_the_pair_it_is_handed_and_one_that_does_not_fit_is_
         assert spare.proc.wait(timeout=10) is not None and not alive(spare.proc.pid)
         assert r["status"] == "ok" and r["baseline"]["verified"] and r["variants"][0]["verified"], r.get("error")
         assert stages[0] == "started" and stages[-1] == "exited"
+
+
+def test_the_worker_rates_against_the_ceilings_in_its_spec_and_reads_no_cache(tmp_path, monkeypatch):
+    """The parent decides, the worker measures: the ceilings travel in the RunSpec. With no cache anywhere
+    (PERF_PEAKS_DIR empty) and a matmul rate in the spec 1e9 times too low, the launch-bound pair's roofline
+    floor is the spec's: far above its time, so no share is printed and the note says what was measured."""
+    from conftest import ROOT
+    monkeypatch.setenv("PERF_PEAKS_DIR", str(tmp_path / "no-cache-here"))
+    base = ROOT / "ch1" / "baseline_batched_gemm.py"
+    peaks = {"device": "spec's ceilings", "device_type": "cpu", "copy_gbps": 50.0, "matmul_tflops": {"fp32": 1e-9}}
+    spec = RunSpec(1, "batched_gemm", "launch", str(base), [str(ROOT / "ch1" / "optimized_batched_gemm.py")], "cpu",
+                   peaks=peaks, quick=True, budget_s=0.1)
+    r = run_in_subprocess(spec, timeout_s=300, echo=False)
+    assert r["status"] == "ok", r.get("error")
+    assert not (tmp_path / "no-cache-here").exists()
+    for v in [r["baseline"], *r["variants"]]:
+        assert v["pct_of_ceiling"] is None and v["ceiling"] == "roofline_floor_ms", v
+        assert "% of roofline_floor_ms: above the ceiling" in v["ceiling_note"], v["ceiling_note"]
+
+
+def test_the_worker_takes_one_spec_file_and_says_so_otherwise():
+    import subprocess
+    from conftest import ROOT
+    proc = subprocess.run([sys.executable, "-m", "common.run", "--chapter", "1"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == ("internal: python -m common.run SPEC.json (benchmark.py writes "
+                                                    "SPEC; see common.launch.RunSpec)")
