@@ -34,7 +34,6 @@ from ch16.decode import capture_graph, served_model
 from ch16.model import KVCache, Transformer
 from ch16 import paged
 from ch16.paged import ContiguousKV, varlen_decode_step
-from common.figures import chart
 
 
 @dataclasses.dataclass
@@ -268,6 +267,8 @@ def sweep(device, quick: bool, rates=None, seed: int = 0, n: int | None = None, 
 
 def plot(rows, path):
     """Throughput against offered load, and p50/p99 latency against throughput, for both policies."""
+    from common.figures import chart  # matplotlib: heavy, and only for a figure (pair files import this module)
+
     def draw(a1, a2):
         for policy in ("static", "continuous"):
             x = [r[policy]["throughput_tok_s"] for r in rows]

@@ -27,7 +27,6 @@ import torch
 
 from ch16.decode import capture_graph, served_model, step_work
 from ch16.model import CONFIGS, KVCache, decode_step, forward_no_cache, prefill, random_tokens
-from common.figures import chart
 from common.timing import time_together
 
 
@@ -79,6 +78,8 @@ def sweep(device, contexts, batch: int, quick: bool, copy_gbps: float | None, bu
 
 def plot(rows, path):
     """ms per step of each way against context, log-log, and the bandwidth floor where --copy-gbps gave one."""
+    from common.figures import chart  # matplotlib: heavy, and only for a figure (pair files import this module)
+
     def draw(ax):
         xs = [r["context"] for r in rows]
         for k, label in (("no_cache", "no cache"), ("cache", "static cache, eager"),

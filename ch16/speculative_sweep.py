@@ -28,7 +28,6 @@ import torch
 from ch16.model import KVCache
 from ch16.speculative import GreedyDecoder, SpeculativeDecoder, spec_workload_inputs
 from common.decode_check import check_decode
-from common.figures import chart
 from common.inputs import SEEDS
 from common.timing import time_call, time_together
 
@@ -79,6 +78,8 @@ def run(device, quick: bool, scales, ks, budget_s: float, seed: int = 7) -> list
 
 def plot(rows: list[dict], path: pathlib.Path) -> None:
     """Measured and expected speedup against the measured acceptance rate, one colour per k."""
+    from common.figures import chart  # matplotlib: heavy, and only for a figure (pair files import this module)
+
     def draw(ax):
         for k in sorted({r["k"] for r in rows}):
             rs = [r for r in rows if r["k"] == k]

@@ -1,13 +1,7 @@
-"""The report's figures: speedup.png (every pair, every variant, with its status), roofline.png, and for a
-sweep (benchmark.py --sizes) sweep.png, each variant's achieved rate against the size.
-
-Both are drawn from a results.json document alone, so a committed report can be redrawn without
-re-measuring (scripts/redraw_figures.py). This module imports common.report (what a result says:
-statuses, intervals, labels); common.report does not import it (but for a block at its end, kept
-until two callers switch). Colours carry the status and the text says it too: green faster,
-purple slower (an ordinary variant that lost), grey slower by design (pitfall, tradeoff) or skipped,
-red FAILED, orange hatch SUSPECT (its time beat the floor of its workload, so no speedup is drawn).
-"""
+"""speedup.png (every pair, every variant, with its status), roofline.png and, for a sweep (--sizes), sweep.png, drawn
+from a results.json alone so a committed report can be redrawn (scripts/redraw_figures.py). Colours carry the status,
+and the text says it too: green faster, purple slower, grey slower by design (pitfall, tradeoff) or skipped, red
+FAILED, orange hatch SUSPECT (its time beat the floor of its workload, so no speedup is drawn)."""
 from __future__ import annotations
 
 import io
@@ -17,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
-
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
@@ -39,25 +32,25 @@ FONT_PT = 8
 CHAR_IN = 0.6 * FONT_PT / 72   # average width of one character at FONT_PT, in inches
 FIG_WIDTH_IN = 10.0
 REASON_CHARS = 95              # a failure reason longer than this is cut in the figure (summary.md has it whole)
+ROOF_STYLES = [("#222222", "-"), ("#555555", "--"), ("#777777", "-."), ("#999999", ":")]
+TAG_PT = 7
+TAG_OFFSETS = [(6, 3, "left", "bottom"), (6, -3, "left", "top"), (-6, 3, "right", "bottom"), (-6, -3, "right", "top")]
 
 
 def write_figures(doc: dict, outdir: Path) -> list[Path]:
-    """speedup.png, roofline.png and, for a sweep over sizes, sweep.png in `outdir`; returns their paths
-    (report.write_report's `draw`)."""
-    written = []
+    """speedup.png, roofline.png and, for a sweep over sizes, sweep.png in `outdir`; returns their paths."""
     plots = [("speedup.png", plot_speedups), ("roofline.png", plot_roofline)]
-    for name, plot in plots + ([("sweep.png", plot_sweep)] if sweep_groups(doc) else []):
+    plots += [("sweep.png", plot_sweep)] if sweep_groups(doc) else []
+    for name, plot in plots:
         plot(doc, Path(outdir) / name)
-        written.append(Path(outdir) / name)
-    return written
+    return [Path(outdir) / name for name, _ in plots]
 
 
 def save_figure(fig, path: Path) -> None:
     """Render to memory, then write atomically (a killed run leaves no half-written PNG)."""
     fig.tight_layout()
     buf = io.BytesIO()
-    # bbox_inches="tight" keeps legends and notes placed outside the axes inside the image
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight", pad_inches=0.15)
+    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight", pad_inches=0.15)  # "tight": keeps outside legends in
     atomic_write(path, [buf.getvalue()])
     plt.close(fig)
 
@@ -65,22 +58,17 @@ def save_figure(fig, path: Path) -> None:
 def short_variant_name(pair_name: str, variant_name: str) -> str:
     """optimized_tensor_cores_bf16 in pair tensor_cores -> "bf16"; optimized_batched_gemm -> "optimized"."""
     pair_name = pair_name.split("@")[0]  # a sweep point's name: softmax@4096-bfloat16
-    rest = variant_name[len("optimized_"):] if variant_name.startswith("optimized_") else variant_name
-    if rest == pair_name:
-        return "optimized"
-    return rest[len(pair_name) + 1:] if rest.startswith(pair_name + "_") else rest
+    rest = variant_name.removeprefix("optimized_")
+    return "optimized" if rest == pair_name else rest.removeprefix(pair_name + "_")
 
 
 def _subtitle(doc: dict) -> str:
-    parts = [f"commit {doc.get('git_commit')}", str(doc.get("created", ""))[:10]]
-    if doc.get("quick"):
-        parts.append("quick run (small sizes)")
-    if doc.get("interrupted"):
-        parts.append("INTERRUPTED: only the pairs that finished")
+    parts = [f"commit {doc.get('git_commit')}", str(doc.get("created", ""))[:10],
+             "quick run (small sizes)" if doc.get("quick") else "",
+             "INTERRUPTED: only the pairs that finished" if doc.get("interrupted") else ""]
     return ", ".join(p for p in parts if p)
 
 
-# ----------------------------------------------------------------------------- speedup.png
 @dataclass
 class Row:
     label: str                # the y tick label
@@ -95,22 +83,17 @@ def speedup_rows(doc: dict) -> list[Row]:
     """One row per variant, and one per pair that failed or was skipped as a whole: nothing is left out."""
     rows = []
     for p in doc["pairs"]:
-        key = pair_key(p)
-        pair_rows = []
+        key, base, variants = pair_key(p), p.get("baseline"), p.get("variants") or []
         if p["status"] == "skipped":
-            pair_rows.append(Row(key, "skipped", f"skipped: {p.get('error') or p.get('skipped') or ''}"))
+            pair_rows = [Row(key, "skipped", f"skipped: {p.get('error') or p.get('skipped') or ''}")]
         else:
             own = pair_level_error(p)
-            if own:
-                pair_rows.append(Row(key, "FAILED", f"FAILED: {own}"))
-            base = p.get("baseline")
+            pair_rows = [Row(key, "FAILED", f"FAILED: {own}")] if own else []
             if base and variant_status(base)[0] in ("FAILED", "SUSPECT", "skipped"):   # every speedup rests on it
-                status, why = variant_status(base)
-                pair_rows.append(Row(f"{key}: baseline", status, f"{status}: {why}"))
-            several = len(p.get("variants") or []) > 1 or bool(pair_rows)   # name the variant beside other rows
-            for v in p.get("variants") or []:
-                label = f"{key}: {short_variant_name(p['name'], v['name'])}" if several else key
-                pair_rows.append(_variant_row(label, v, base))
+                pair_rows.append(_variant_row(f"{key}: baseline", base, None))
+            several = len(variants) > 1 or bool(pair_rows)   # name the variant beside other rows
+            pair_rows += [_variant_row(f"{key}: {short_variant_name(p['name'], v['name'])}" if several else key,
+                                       v, base) for v in variants]
         if pair_rows:
             pair_rows[0].first_of_pair = True
         rows += pair_rows
@@ -126,47 +109,27 @@ def _variant_row(label: str, v: dict, base: dict | None) -> Row:
         return Row(label, "FAILED", "FAILED: no speedup recorded")
     interval = speedup_interval(base, v)
     value = format_with_ci(s, interval_rel_halfwidth(s, interval)) + "×"
-    if (v.get("wall_check") or {}).get("escaped"):
-        value += " (escaped stream)"
+    value += " (escaped stream)" if (v.get("wall_check") or {}).get("escaped") else ""
     if status in BY_DESIGN:
         return Row(label, "by design", f"{status}: {value} ({by_design_text(v, base)})", s, interval)
     return Row(label, "faster" if s >= 1 else "slower", value, s, interval)
 
 
-def _tint(colour, strength: float = 0.14):
-    """`colour` mixed into white: an opaque pale version of it."""
-    r, g, b = matplotlib.colors.to_rgb(colour)
-    return (1 - strength * (1 - r), 1 - strength * (1 - g), 1 - strength * (1 - b))
-
-
-def _clean_ticks(lo: float, hi: float) -> list[float]:
-    """1-2-5 ticks inside [lo, hi]; when those are too many to read, powers of ten, plus 0.2 and 0.5 where no
-    power of ten below 1 is in range (so a slower bar still has a tick under it)."""
-    series = [m * 10.0 ** k for k in range(-4, 6) for m in (1, 2, 5)]
-    ticks = [t for t in series if lo <= t <= hi]
-    if len(ticks) <= 9:
-        return ticks
-    decades = [t for t in ticks if math.isclose(math.log10(t), round(math.log10(t)), abs_tol=1e-9)]
-    if not any(t < 1 for t in decades):
-        decades = [t for t in ticks if t < 1][-2:] + decades
-    return decades
-
-
-def _tick_text(t: float, _pos=None) -> str:
-    return f"{t:g}×"
-
-
-def _x_range(rows: list[Row], axes_width_in: float) -> tuple[float, float]:
-    """Log-axis limits that hold every bar, its interval and the label written after it."""
+def _x_axis(rows: list[Row], axes_width_in: float) -> tuple[float, float, list[float]]:
+    """Log-axis limits that hold every bar, its interval and the label written after it, and their ticks: 1-2-5
+    inside the limits; when those are too many to read, powers of ten, plus 0.2 and 0.5 where no power of ten
+    below 1 is in range (so a slower bar still has a tick under it)."""
     ends = [1.0] + [x for r in rows if r.speedup for x in (r.speedup, *(r.interval or ())) if x > 0]
-    log_lo = math.log10(min(0.5, min(ends) / 1.5))
-    log_hi = math.log10(max(2.0, max(ends) * 1.08))
-    for r in rows:
-        if r.speedup:
-            start = math.log10(_label_x(r))
-            share = min(0.6, (len(r.text) * CHAR_IN + 0.2) / axes_width_in)   # of the axis, for this label
-            log_hi = max(log_hi, (start - share * log_lo) / (1 - share))
-    return 10 ** log_lo, 10 ** log_hi
+    log_lo, log_hi = math.log10(min(0.5, min(ends) / 1.5)), math.log10(max(2.0, max(ends) * 1.08))
+    for r in [r for r in rows if r.speedup]:
+        share = min(0.6, (len(r.text) * CHAR_IN + 0.2) / axes_width_in)   # of the axis, for this label
+        log_hi = max(log_hi, (math.log10(_label_x(r)) - share * log_lo) / (1 - share))
+    lo, hi = 10 ** log_lo, 10 ** log_hi
+    ticks = [t for t in (m * 10.0 ** k for k in range(-4, 6) for m in (1, 2, 5)) if lo <= t <= hi]
+    decades = [t for t in ticks if math.isclose(math.log10(t), round(math.log10(t)), abs_tol=1e-9)]
+    if len(ticks) > 9:
+        ticks = decades if any(t < 1 for t in decades) else [t for t in ticks if t < 1][-2:] + decades
+    return lo, hi, ticks
 
 
 def _label_x(r: Row) -> float:
@@ -177,12 +140,9 @@ def _label_x(r: Row) -> float:
 def plot_speedups(doc: dict, path: Path) -> None:
     rows = speedup_rows(doc)
     label_in = max([len(r.label) for r in rows] + [10]) * CHAR_IN
-    axes_width_in = FIG_WIDTH_IN - label_in - 0.6
     fig, ax = plt.subplots(figsize=(FIG_WIDTH_IN, 0.34 * max(len(rows), 2) + 1.9))
-    lo, hi = _x_range(rows, axes_width_in)
-    ax.set_xscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(len(rows) - 0.5, -0.5)
+    lo, hi, ticks = _x_axis(rows, FIG_WIDTH_IN - label_in - 0.6)
+    ax.set(xscale="log", xlim=(lo, hi), ylim=(len(rows) - 0.5, -0.5), axisbelow=True)
     text_x = blended_transform_factory(ax.transAxes, ax.transData)
     for y, r in enumerate(rows):
         colour = COLOURS[r.kind]
@@ -191,10 +151,10 @@ def plot_speedups(doc: dict, path: Path) -> None:
             if r.interval and r.interval[0] > 0:  # an interval reaching zero has no place on a log axis
                 ax.errorbar(r.speedup, y, xerr=[[r.speedup - r.interval[0]], [r.interval[1] - r.speedup]],
                             fmt="none", ecolor="#333333", elinewidth=0.8, capsize=2.5)
-            ax.text(_label_x(r), y, r.text, va="center", fontsize=FONT_PT, color="black" if r.kind != "by design"
-                    else "#555555")
+            ax.text(_label_x(r), y, r.text, va="center", fontsize=FONT_PT,
+                    color="black" if r.kind != "by design" else "#555555")
         else:
-            tint = _tint(colour)
+            tint = tuple(1 - 0.14 * (1 - c) for c in matplotlib.colors.to_rgb(colour))  # opaque pale `colour`
             ax.axhspan(y - 0.4, y + 0.4, facecolor=tint, lw=0, zorder=0)
             if r.kind == "SUSPECT":
                 ax.axhspan(y - 0.4, y + 0.4, facecolor="none", edgecolor=colour, hatch="///", lw=0, zorder=0)
@@ -210,26 +170,19 @@ def plot_speedups(doc: dict, path: Path) -> None:
     for tick, r in zip(ax.get_yticklabels(), rows):
         if r.kind in ("FAILED", "SUSPECT"):
             tick.set_color(COLOURS[r.kind])
-    ax.xaxis.set_major_locator(FixedLocator(_clean_ticks(lo, hi)))
-    ax.xaxis.set_major_formatter(FuncFormatter(_tick_text))
-    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set(major_locator=FixedLocator(ticks), major_formatter=FuncFormatter(lambda t, _pos=None: f"{t:g}×"),
+                 minor_locator=NullLocator())
     ax.axvline(1.0, color="black", lw=0.8)
     ax.grid(True, axis="x", lw=0.3, color="#cccccc")
-    ax.set_axisbelow(True)
     ax.set_xlabel("speedup over the pair's baseline (median time ratio, log scale; bars from 1×, whiskers: 95% CI)")
     ax.set_title(f"Speedups on {run_label(doc)}\n{_subtitle(doc)}", fontsize=10)
-    kinds = [k for k in COLOURS if any(r.kind == k for r in rows)]
     handles = [Patch(facecolor=COLOURS[k], alpha=1 if k in ("faster", "slower", "by design") else 0.35,
-                     hatch="///" if k == "SUSPECT" else None, edgecolor=COLOURS[k], label=LEGEND[k]) for k in kinds]
+                     hatch="///" if k == "SUSPECT" else None, edgecolor=COLOURS[k], label=LEGEND[k])
+               for k in COLOURS if any(r.kind == k for r in rows)]
     if handles:
-        below = offset_copy(ax.transAxes, fig=fig, y=-34, units="points")
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=below,
-                  ncol=len(handles), fontsize=FONT_PT, frameon=False)
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0), ncol=len(handles), fontsize=FONT_PT,
+                  bbox_transform=offset_copy(ax.transAxes, fig=fig, y=-34, units="points"), frameon=False)
     save_figure(fig, path)
-
-
-# ----------------------------------------------------------------------------- roofline.png
-ROOF_STYLES = [("#222222", "-"), ("#555555", "--"), ("#777777", "-."), ("#999999", ":")]
 
 
 def _roof_groups(rates: dict, precisions) -> list[tuple[list[str], float]]:
@@ -253,19 +206,16 @@ def roofline_axes(peaks: dict, title: str, precisions=None, ridges: bool = False
     bw, rates = peaks.get("copy_gbps"), peaks.get("matmul_tflops") or {}
     lo, hi = ai_range or (2.0 ** -5, 2.0 ** 11)
     xs = [2.0 ** e for e in range(min(-6, math.floor(math.log2(lo)) - 1), max(12, math.ceil(math.log2(hi)) + 1) + 1)]
-    if bw:
-        for i, (names, rate) in enumerate(_roof_groups(rates, precisions)):
-            colour, style = ROOF_STYLES[i % len(ROOF_STYLES)]
-            pts = sorted(xs + [rate * 1e3 / bw])  # include the ridge point so the corner is exact
-            ax.plot(pts, [min(bw * 1e9 * x, rate * 1e12) / 1e12 for x in pts], lw=1.2, color=colour, ls=style,
-                    label=f"{' = '.join(names)} roof: {bw:.0f} GB/s, {rate:.3g} TFLOP/s", zorder=2)
-            if ridges:
-                ax.axvline(rate * 1e3 / bw, ls=":", lw=0.8, color="gray")
+    for i, (names, rate) in enumerate(_roof_groups(rates, precisions) if bw else []):
+        colour, style = ROOF_STYLES[i % len(ROOF_STYLES)]
+        pts = sorted(xs + [rate * 1e3 / bw])  # include the ridge point so the corner is exact
+        ax.plot(pts, [min(bw * 1e9 * x, rate * 1e12) / 1e12 for x in pts], lw=1.2, color=colour, ls=style,
+                label=f"{' = '.join(names)} roof: {bw:.0f} GB/s, {rate:.3g} TFLOP/s", zorder=2)
+        if ridges:
+            ax.axvline(rate * 1e3 / bw, ls=":", lw=0.8, color="gray")
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte of device memory)")
-    ax.set_ylabel("achieved TFLOP/s")
-    ax.set_title(title)
+    ax.set(yscale="log", xlabel="arithmetic intensity (FLOP per byte of device memory)", ylabel="achieved TFLOP/s",
+           title=title)
     ax.grid(True, which="major", lw=0.3)
     return fig, ax
 
@@ -275,21 +225,19 @@ def _placeable(v: dict) -> bool:
 
 
 def plot_roofline(doc: dict, path: Path) -> None:
-    peaks = doc["device"].get("ceilings") or {}
     ais = [v["arithmetic_intensity"] for p in doc["pairs"] for v in entries(p) if _placeable(v)]
-    fig, ax = roofline_axes(peaks, f"Roofline with measured ceilings, {run_label(doc)}\n{_subtitle(doc)}",
+    fig, ax = roofline_axes(doc["device"].get("ceilings") or {},
+                            f"Roofline with measured ceilings, {run_label(doc)}\n{_subtitle(doc)}",
                             ai_range=(min(ais), max(ais)) if ais else None)
     ax.margins(x=0.03, y=0.08)
     fig.set_size_inches(11, 6)
     ax.title.set_fontsize(10)
-    colours = plt.get_cmap("tab10").colors
-    markers = "osD^vP*Xh<>p"
+    colours, markers = plt.get_cmap("tab10").colors, "osD^vP*Xh<>p"
     pair_handles, unplaced, placed, tags, points = [], [], 0, [], []
     for p in doc["pairs"]:
         pts = [v for v in entries(p) if _placeable(v)]
         if not pts:
-            if p["status"] != "skipped":
-                unplaced.append(pair_key(p))
+            unplaced += [pair_key(p)] if p["status"] != "skipped" else []
             continue
         colour, marker = colours[placed % len(colours)], markers[placed % len(markers)]
         placed += 1
@@ -320,6 +268,7 @@ def _draw_pair(ax, p: dict, pts: list[dict], colour, marker: str) -> list[tuple]
     """The baseline hollow with the pair's colour as its edge, each variant filled, an arrow from one to the other;
     returns the tags to write beside the variants [(xy, text, colour)]."""
     base = next((v for v in pts if v["name"] == "baseline"), None)
+    named = len([u for u in pts if u is not base]) > 1   # several variants: the tag names each
     labels = []
     for v in pts:
         xy = (v["arithmetic_intensity"], v["tflops"])
@@ -333,15 +282,11 @@ def _draw_pair(ax, p: dict, pts: list[dict], colour, marker: str) -> list[tuple]
         if base:
             ax.annotate("", xy=xy, xytext=(base["arithmetic_intensity"], base["tflops"]), zorder=3,
                         arrowprops=dict(arrowstyle="-|>", color=colour, lw=0.9, alpha=0.8, shrinkA=5, shrinkB=5))
-        tags = [short_variant_name(p["name"], v["name"])] if len([u for u in pts if u is not base]) > 1 else []
+        tags = [short_variant_name(p["name"], v["name"])] if named else []
         tags += [status] if status != "ok" and status not in tags else []
         if tags:
             labels.append((xy, ", ".join(tags), COLOURS["SUSPECT"] if suspect else colour))
     return labels
-
-
-TAG_PT = 7
-TAG_OFFSETS = [(6, 3, "left", "bottom"), (6, -3, "left", "top"), (-6, 3, "right", "bottom"), (-6, -3, "right", "top")]
 
 
 def _place_tags(ax, labels: list[tuple], points: list[tuple[float, float]]) -> None:
@@ -358,11 +303,9 @@ def _place_tags(ax, labels: list[tuple], points: list[tuple[float, float]]) -> N
         bottom = y0 + dy * px_per_pt - (h if va == "top" else 0)
         return left, bottom, left + w, bottom + h
 
-    def covered(b):
-        points_under = sum(b[0] - margin < px < b[2] + margin and b[1] - margin < py < b[3] + margin
-                           for px, py in where)
-        tags_under = sum(b[0] < t[2] and t[0] < b[2] and b[1] < t[3] and t[1] < b[3] for t in taken)
-        return points_under + 2 * tags_under
+    def covered(b):   # the points under box b, and twice the tags
+        points_under = sum(b[0] - margin < x < b[2] + margin and b[1] - margin < y < b[3] + margin for x, y in where)
+        return points_under + 2 * sum(b[0] < t[2] and t[0] < b[2] and b[1] < t[3] and t[1] < b[3] for t in taken)
 
     for xy, text, colour in labels:
         x0, y0 = ax.transData.transform(xy)
@@ -374,14 +317,11 @@ def _place_tags(ax, labels: list[tuple], points: list[tuple[float, float]]) -> N
                     color=colour)
 
 
-# ----------------------------------------------------------------------------- sweep.png
 def sweep_ceilings(pairs: list[dict], peaks: dict) -> list[tuple[str, float]]:
-    """The measured ceilings the report applied to some point of these pairs, [(name, value)]: "copy_gbps",
-    "matmul_tflops.bf16" (the variants' `ceiling`, so a bf16 run is drawn against the bf16 rate). None where the
-    report applied none (a working set that fits in cache)."""
-    names = sorted({v["ceiling"] for p in pairs for v in entries(p) if v.get("ceiling")})
+    """The measured ceilings the report applied to some point of these pairs (the variants' `ceiling`, none for a
+    working set that fits in cache), [(name, value)]: "copy_gbps", "matmul_tflops.bf16" for a bf16 run."""
     found = []
-    for name in names:
+    for name in sorted({v["ceiling"] for p in pairs for v in entries(p) if v.get("ceiling")}):
         value = peaks
         for part in name.split("."):
             value = value.get(part) if isinstance(value, dict) else None
@@ -394,25 +334,20 @@ def sweep_groups(doc: dict) -> dict[tuple[str, str], list[dict]]:
     """The pairs of a sweep over sizes, by (pair without its point, dtype), in order of size."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for p in doc["pairs"]:
-        point = p.get("point") or {}
-        if "size" in point:
-            key = (f"ch{p['chapter']}/{p['name'].split('@')[0]}", point.get("dtype", ""))
-            groups.setdefault(key, []).append(p)
+        if "size" in (p.get("point") or {}):
+            groups.setdefault((pair_key(p).split("@")[0], p["point"].get("dtype", "")), []).append(p)
     return {k: sorted(v, key=lambda p: p["point"]["size"]) for k, v in groups.items()}
 
 
 def plot_sweep(doc: dict, path: Path) -> None:
-    """One panel per swept pair and dtype: each variant's achieved GB/s (memory- and transfer-bound pairs) or
-    TFLOP/s against the size, verified points only (a failed or SUSPECT point leaves a gap), and the measured
-    ceilings the report applied (sweep_ceilings) as dashed lines."""
+    """One panel per swept pair and dtype: each variant's GB/s (memory-, transfer-bound) or TFLOP/s against the size,
+    verified points only (a failed or SUSPECT point leaves a gap), and the ceilings applied as dashed lines."""
     groups = sweep_groups(doc)
     fig, axes = plt.subplots(len(groups), 1, figsize=(FIG_WIDTH_IN * 0.7, 3.0 * len(groups)), squeeze=False)
     peaks = doc["device"].get("ceilings") or {}
     for ax, ((key, dtype), pairs) in zip(axes[:, 0], groups.items()):
-        memory = pairs[0]["bound"] in ("memory", "transfer")
-        rate, unit = ("gbps", "GB/s") if memory else ("tflops", "TFLOP/s")
-        names = list(dict.fromkeys(v["name"] for p in pairs for v in entries(p)))
-        for name in names:
+        rate, unit = ("gbps", "GB/s") if pairs[0]["bound"] in ("memory", "transfer") else ("tflops", "TFLOP/s")
+        for name in dict.fromkeys(v["name"] for p in pairs for v in entries(p)):
             pts = [(p["point"]["size"], v[rate]) for p in pairs for v in entries(p)
                    if v["name"] == name and v.get("verified") and not v.get("suspect") and v.get(rate)]
             if pts:
@@ -433,10 +368,8 @@ def plot_sweep(doc: dict, path: Path) -> None:
 
 
 def chart(path: Path, draw, ncols: int = 1, size: tuple[float, float] = (5, 3.5)) -> Path:
-    """For the chapter scripts: a figure of `ncols` axes side by side, filled by `draw(*axes)`, written
-    to `path` as the report's figures are (tight layout, atomic write)."""
+    """For the chapter scripts: `ncols` axes side by side, filled by `draw(*axes)`, saved as the report's are."""
     fig, axes = plt.subplots(1, ncols, figsize=size)
     draw(*(axes if ncols > 1 else [axes]))
     save_figure(fig, Path(path))
-    plt.close(fig)
     return Path(path)

@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from common.files import atomic_write_json
 from common.pair import REPO_ROOT, Pair, pair_record, variant_record
 from common.timing import BUDGET_S
 
@@ -386,7 +387,7 @@ def run_in_subprocess(spec: RunSpec, *, timeout_s: float, echo: bool = True, sta
     with tempfile.TemporaryDirectory(prefix="pair-") as tmp:
         spec = dataclasses.replace(spec, result=str(Path(tmp) / "result.json"))
         spec_path = Path(tmp) / "spec.json"
-        spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
+        atomic_write_json(spec_path, dataclasses.asdict(spec))
         cmd = command(Path(spec.result)) if command else worker_command(spec, spec_path)
         run = watch(cmd, Path(spec.result), env=worker_env(Path(spec.baseline).parent.parent),
                     timeout_s=timeout_s, startup_s=startup_s, echo=echo, spare=spare, on_stage=on_stage)

@@ -91,8 +91,6 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
-
 BOUNDS = ("launch", "transfer", "memory", "compute", "link")
 PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
 KINDS = ("optimized", "pitfall", "tradeoff")
@@ -158,6 +156,7 @@ class Workload:
 
     def per_call(self) -> list[str]:
         """Names of the tensor inputs a real loop feeds anew each step (and the declared state)."""
+        import torch  # the contract module imports no torch at the top: importing `common` must not
         return [k for k, v in self.inputs.items() if isinstance(v, torch.Tensor) and k not in self.once]
 
 
@@ -336,6 +335,7 @@ def _check_sweep(pair: Pair) -> None:
 
 def check_workload(pair: Pair, w: Workload) -> None:
     """The workload's declarations name real inputs, and something is fed per call."""
+    import torch  # as in Workload.per_call
     for field in ("once", "updated"):
         unknown = [k for k in getattr(w, field) if k not in w.inputs]
         if unknown:

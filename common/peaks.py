@@ -1,26 +1,19 @@
 """Measure the device's ceilings once and cache them per device under profiles/peaks/.
 
-copy_gbps        a 1 GiB device-to-device copy, bytes read + bytes written
-h2d_gbps         a 256 MiB pinned host-to-device copy (the link a "transfer" pair is bound by)
-duplex_gbps      256 MiB each way at once, host-to-device and device-to-host on two streams
-                 (bytes in both directions; what a pair that streams data in and out is held to)
-p2p_gbps         with two or more GPUs: a 256 MiB copy from GPU 0 to GPU 1 (a "link" pair's ceiling)
-nccl             with two or more GPUs: NCCL's 256 MiB bf16 all-reduce bus bandwidth and its 8 KiB
-                 latency, one process per GPU (common.peaks_collective)
-matmul_tflops    8192^3 matrix products in fp32, tf32, bf16 and fp16 on random data, and fp8 (e4m3,
-                 torch._scaled_mm with per-tensor scales, bf16 out; "fp8" with fast accumulation,
-                 "fp8_accurate" without) where the GPU has fp8 tensor cores. Each is the best of every
-                 operand layout (A·B, A·Bᵀ, Aᵀ·B) timed two ways, under sustained load and in bursts of
-                 50 back-to-back calls (a cool chip runs faster); matmul_how names the winner
-launch_us        per-call time of a tiny kernel launched back to back
+copy_gbps      a 1 GiB device-to-device copy, bytes read + bytes written
+h2d_gbps       a 256 MiB pinned host-to-device copy (a "transfer" pair's link)
+duplex_gbps    256 MiB each way at once on two streams, bytes in both directions (a pair streaming in and out)
+p2p_gbps       two or more GPUs: a 256 MiB copy from GPU 0 to GPU 1 (a "link" pair's ceiling)
+nccl           two or more GPUs: NCCL's 256 MiB bf16 all-reduce bus bandwidth and 8 KiB latency (peaks_collective)
+matmul_tflops  8192^3 products of random data in fp32, tf32, bf16, fp16 and, where the GPU has fp8 tensor cores,
+               fp8 (e4m3, torch._scaled_mm, per-tensor scales, bf16 out; "fp8" with fast accumulation, "fp8_accurate"
+               without): the best operand layout (A·B, A·Bᵀ, Aᵀ·B), sustained or in bursts of 50 calls
+launch_us      per-call time of a tiny kernel launched back to back
 
-Copies, transfers and launches are timed as the pairs are (common.timing.time_call).
-A matrix rate is a ceiling that no version may beat, so it is the best the library
-reaches by any usual way of calling and timing it: a pair timed under sustained
-load (as the harness times it) then reads somewhat under 100% of it, never over.
-(A cool GPU runs short bursts faster: an H100 does an 8192^3 bf16 GEMM in ~1.40 ms
-from idle and ~1.6 ms under sustained load.) On a CPU the same names are measured
-with smaller sizes and labelled by the CPU.
+Copies, transfers and launches are timed as the pairs are (common.timing.time_call). A matrix rate no version may
+beat is the best the library reaches by any usual way of calling and timing it, so a pair timed under sustained
+load reads somewhat under it, never over (an H100 does an 8192^3 bf16 GEMM in ~1.40 ms from idle, ~1.6 ms under
+sustained load; matmul_how names the winning way). A CPU gets the same names at smaller sizes.
 """
 from __future__ import annotations
 
@@ -40,10 +33,10 @@ from common.launch import torchrun, worker_env
 from common.pair import REPO_ROOT
 from common.timing import time_call
 
-# Per machine, not committed. The test suite points PERF_PEAKS_DIR elsewhere: ceilings measured
-# while the tests load the machine are too low and must never reach a user's cache.
+# Per machine, not committed. Tests point PERF_PEAKS_DIR elsewhere: ceilings measured under their load are too low.
 PEAKS_DIR = Path(os.environ.get("PERF_PEAKS_DIR") or REPO_ROOT / "profiles" / "peaks")
 PEAKS_VERSION = 8  # bump when the method changes: older caches are measured again
+BURST_CALLS = 50   # back-to-back calls in one burst, timed as a whole with CUDA events
 
 
 def device_name(device: torch.device) -> str:
@@ -57,12 +50,8 @@ def peaks_path(device: torch.device, peaks_dir: Path = PEAKS_DIR) -> Path:
     return peaks_dir / f"{device.type}-{slug}.json"
 
 
-BURST_CALLS = 50   # back-to-back calls in one burst, timed as a whole with CUDA events
-
-
 def _burst_ms(fn, device, calls: int = BURST_CALLS, bursts: int = 3) -> float:
-    """Per-call time of the fastest of `bursts` bursts of `calls` back-to-back calls (after 5 warm-up calls):
-    how a plain benchmark loop times a library call."""
+    """Per-call time of the fastest of `bursts` bursts of `calls` calls after 5 warm-up calls (a benchmark loop's)."""
     best = float("inf")
     for _ in range(bursts):
         for _ in range(5):
@@ -79,13 +68,9 @@ def _burst_ms(fn, device, calls: int = BURST_CALLS, bursts: int = 3) -> float:
 
 
 def _best_rate(calls: dict, flops: float, device, budget_s: float) -> tuple[float, str, float]:
-    """The highest TFLOP/s any of `calls` ({name: fn}) reaches, and the rate the best of them sustains.
-
-    A plain benchmark loop times a short burst, often on a chip that was idle a moment before (boost
-    clocks, no power cap yet); the harness times pairs under sustained load. The ceiling is the best of
-    both, so no way of timing the call beats it: each call gets a burst after a 1 s pause, the fastest
-    call is then timed under sustained load as well. On a CPU: sustained only. Returns (best TFLOP/s,
-    "<call>, <how>", sustained TFLOP/s of the fastest call)."""
+    """(best TFLOP/s, "<call>, <how>", sustained TFLOP/s of the fastest) of `calls` ({name: fn}). A benchmark loop
+    times a burst, often on a chip idle a moment before (boost clocks, no power cap yet); the harness times under
+    sustained load. The ceiling is the best of both: a burst of each after a 1 s pause, then the fastest sustained."""
     on_gpu = torch.device(device).type == "cuda"
     rate = {}
     for name, fn in calls.items():
@@ -116,8 +101,8 @@ def _matmul_tflops(device, dtype, n, tf32: bool, budget_s) -> tuple[float, str, 
 
 
 def _fp8_tflops(device, n, budget_s) -> dict[str, tuple[float, str, float]]:
-    """The float8 (e4m3) tensor-core rates, with fast accumulation ("fp8") and without it ("fp8_accurate":
-    partial sums promoted to fp32 more often), or {} where the GPU has none (before sm_89) or torch lacks it."""
+    """The e4m3 rates with fast accumulation ("fp8") and without ("fp8_accurate": partial sums promoted to fp32
+    more often); {} before sm_89 or where torch lacks them."""
     if torch.cuda.get_device_capability(device) < (8, 9) or not hasattr(torch, "float8_e4m3fn"):
         return {}
     g = torch.Generator(device=device).manual_seed(0)
@@ -127,8 +112,8 @@ def _fp8_tflops(device, n, budget_s) -> dict[str, tuple[float, str, float]]:
     out = {}
     try:
         for key, fast in (("fp8", True), ("fp8_accurate", False)):
-            call = lambda fast=fast: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,  # noqa: E731
-                                                      use_fast_accum=fast)
+            call = lambda fast=fast: torch._scaled_mm(  # noqa: E731
+                a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=fast)
             out[key] = _best_rate({"_scaled_mm A·Bᵀ" + (" fast accumulation" if fast else ""): call}, 2 * n**3,
                                   device, budget_s)
     except (RuntimeError, TypeError):  # an older torch or cuBLASLt without this path: the rates measured so far
@@ -168,8 +153,7 @@ def collective_peaks(nproc: int, device_type: str, log=print, extra: tuple = ())
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "nccl.json"
         cmd = torchrun(nproc, "common.peaks_collective", "--out", str(out), "--device", device_type, *extra)
-        proc = subprocess.run(cmd, env=worker_env(), cwd=REPO_ROOT,
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(cmd, env=worker_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0 or not out.exists():
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             log(f"  all-reduce ceilings not measured: {last[-200:]}")
@@ -186,14 +170,12 @@ def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dic
     on_gpu = device.type == "cuda"
     peaks: dict = {"device": device_name(device), "device_type": device.type, "torch": torch.__version__,
                    "version": PEAKS_VERSION}
-
     n_bytes = (1 << 30) if on_gpu else (256 << 20)
     src = torch.randint(0, 2**31 - 1, (n_bytes // 4,), dtype=torch.int32, device=device)
     dst = torch.empty_like(src)
     peaks["copy_gbps"] = 2 * n_bytes / (time_call(lambda: dst.copy_(src), device, budget_s=budget_s).median_ms * 1e-3) / 1e9
     log(f"  copy            {peaks['copy_gbps']:8.1f} GB/s (read + write)")
     del src, dst
-
     if on_gpu:
         host = torch.randint(0, 2**31 - 1, (64 << 20,), dtype=torch.int32).pin_memory()
         dev = torch.empty(host.shape, dtype=host.dtype, device=device)
@@ -207,7 +189,6 @@ def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dic
             peaks["p2p_gbps"] = _p2p_gbps(budget_s)
             log(f"  GPU0 -> GPU1    {peaks['p2p_gbps']:8.1f} GB/s")
             peaks["nccl"] = collective_peaks(torch.cuda.device_count(), "cuda", log=log)
-
     n = 8192 if on_gpu else 1024
     rates, how, sustained = {}, {}, {}
     for prec, dtype, tf32 in (("fp32", torch.float32, False), ("tf32", torch.float32, True),
@@ -222,20 +203,15 @@ def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dic
             log(f"  matmul {key:12s} {rate:8.2f} TFLOP/s ({n}^3, e4m3, {way}; sustained {held:.2f})")
     else:
         rates.update(tf32=rates["fp32"], bf16=rates["fp32"], fp16=rates["fp32"])
-    peaks["matmul_tflops"] = rates
-    peaks["matmul_how"] = how
-    peaks["matmul_sustained_tflops"] = sustained   # what the fastest call holds under load (pairs are timed so)
-    peaks["matmul_n"] = n
-
+    # matmul_sustained_tflops: what the fastest call holds under load (pairs are timed so)
+    peaks.update(matmul_tflops=rates, matmul_how=how, matmul_sustained_tflops=sustained, matmul_n=n)
     x = torch.randn(1, device=device)
-    t = time_call(lambda: x.add_(1.0), device, budget_s=budget_s)
-    peaks["launch_us"] = t.median_ms * 1e3
+    peaks["launch_us"] = time_call(lambda: x.add_(1.0), device, budget_s=budget_s).median_ms * 1e3
     log(f"  launch          {peaks['launch_us']:8.2f} us per tiny op")
     return peaks
 
 
-def load_or_measure(device: torch.device, refresh: bool = False, peaks_dir: Path = PEAKS_DIR,
-                    log=print) -> dict:
+def load_or_measure(device: torch.device, refresh: bool = False, peaks_dir: Path = PEAKS_DIR, log=print) -> dict:
     """Cached ceilings for this device, measuring them first if there are none (or `refresh`)."""
     path = peaks_path(torch.device(device), peaks_dir)
     if path.exists() and not refresh:
@@ -252,8 +228,7 @@ def load_or_measure(device: torch.device, refresh: bool = False, peaks_dir: Path
 
 
 def invalidate(path: Path, reason: str, log=print) -> None:
-    """Drop a cached set of ceilings that a verified result beat (the physics check's rule), so the next run
-    measures them again instead of reusing them silently."""
+    """Drop cached ceilings a verified result beat (the physics check's rule): the next run measures them again."""
     path = Path(path)
     if path.exists():
         path.unlink()

@@ -2,12 +2,10 @@
 
     python -m torch.distributed.run --standalone --nproc_per_node=N -m common.peaks_collective --out FILE
 
-started by common.peaks (`--peaks` on a machine with two or more GPUs), one process per GPU:
-- allreduce_busbw_gbps   a 256 MiB bf16 all-reduce's bus bandwidth (nccl-tests: algbw x 2(n-1)/n),
-                         the rate a bandwidth-bound collective can reach;
-- allreduce_small_us     an 8 KiB bf16 all-reduce's time, the fixed latency a small message pays.
-Timed as the pairs are (common.timing, slowest rank). On CPUs (Gloo) the same code runs with small
-sizes, which is how the tests exercise it.
+One process per GPU, started by common.peaks (`--peaks` with two or more GPUs), timed as the pairs are (slowest rank):
+- allreduce_busbw_gbps  a 256 MiB bf16 all-reduce's bus bandwidth (nccl-tests: algbw x 2(n-1)/n), a bandwidth ceiling
+- allreduce_small_us    an 8 KiB bf16 all-reduce's time, the fixed latency a small message pays
+On CPUs (Gloo) the same code runs with small sizes, which is how the tests exercise it.
 """
 from __future__ import annotations
 
@@ -50,14 +48,12 @@ def main(argv=None) -> int:
     for name, nbytes in (("large", a.large_mib * 2**20), ("small", a.small_kib * 2**10)):
         n = int(nbytes) // torch.tensor([], dtype=dtype).element_size()
         buf = torch.randn(n, device=device).to(dtype)
-        ms = time_call(lambda: dist.all_reduce(buf), device, budget_s=a.budget, agree=agree).median_ms
-        ms = agree(ms)
+        ms = agree(time_call(lambda: dist.all_reduce(buf), device, budget_s=a.budget, agree=agree).median_ms)
         if name == "large":
             out["allreduce_bytes"] = n * buf.element_size()
             out["allreduce_busbw_gbps"] = n * buf.element_size() / (ms * 1e-3) / 1e9 * 2 * (world - 1) / world
         else:
-            out["allreduce_small_bytes"] = n * buf.element_size()
-            out["allreduce_small_us"] = ms * 1e3
+            out.update(allreduce_small_bytes=n * buf.element_size(), allreduce_small_us=ms * 1e3)
     if rank == 0:
         a.out.write_text(json.dumps(out, indent=2))
     dist.destroy_process_group()

@@ -1,7 +1,5 @@
-"""Write a run's report: summary.md, recommendations.md, the figures and results.json (each atomically, by
-common/files.py); and compare two runs (--compare). What a result says (statuses, intervals, digits) is
-common/results.py's; the figures are common/figures.py's, loaded only when a report is written (matplotlib:
-reading and comparing results never imports it).
+"""Write a run's report (summary.md, recommendations.md, the figures, results.json) and compare two runs
+(--compare). The figures are loaded only when a report is written: reading and comparing never import matplotlib.
 """
 from __future__ import annotations
 
@@ -12,11 +10,18 @@ from pathlib import Path
 from common.files import atomic_write, atomic_write_json, finite
 from common.physics import SLACK
 from common.results import (BY_DESIGN, by_design_text, entries, host_text, pair_failures, pair_key, pair_level_error,
-                            run_device_type, run_label, speedup_text, validate_results, variant_status)
+                            run_label, speedup_text, validate_results, variant_status)
 from common.verdict import recommendations, results_verdicts
 
 REGRESSION_PCT = 5.0          # a change smaller than this is never called a regression, however tight the intervals
 CEILING_NOISE_PCT = 100 * SLACK   # a share up to this is printed (the ceilings' own noise); above it, none
+_HOW_TO_READ = (
+    "Times are medians of CUDA-event (or, on a CPU, wall-clock) samples over back-to-back calls; ± is half the "
+    "width of the median's 95% confidence interval, and a speedup is printed with the digits its own interval (in "
+    "brackets) supports. % of ceiling compares the achieved rate with this device's measured ceiling for the pair's "
+    "bound (launch-bound pairs: the roofline floor time over the measured time). pitfall and tradeoff variants are "
+    "slower on purpose. A SUSPECT time is not trusted (faster than the floor its workload implies, or reusing "
+    "earlier results; the reason is given), so it has no speedup and no % of ceiling.")
 
 
 def ci_text(v: dict) -> str:
@@ -28,12 +33,12 @@ def ci_text(v: dict) -> str:
     return f"±{half:.0f}%" if half >= 10 else f"±{half:.2g}%"
 
 
-def _short(text: str, limit: int = 90) -> str:
+def _cell(text: str, limit: float = math.inf) -> str:
+    """`text` on one line with its pipes escaped (a markdown table's cell), cut to `limit` characters."""
     text = " ".join(str(text).split()).replace("|", "\\|")
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-# ----------------------------------------------------------------------------- markdown
 def _fmt(x, spec=".3f", none="–"):
     return none if x is None else format(x, spec)
 
@@ -42,36 +47,25 @@ def summary_markdown(doc: dict) -> str:
     notes = _Notes()
     lines = _header_lines(doc) + _results_table(doc, notes) + _details_table(doc) + _overlap_table(doc, notes)
     lines += _failures_section(doc) + _suspect_section(doc) + _two_modes_section(doc)
-    verdicts = results_verdicts(doc, always=False)
-    if verdicts:
+    if verdicts := results_verdicts(doc, always=False):
         lines += [""] + verdicts.rstrip("\n").split("\n")
-    lines += ["", "Times are medians of CUDA-event (or, on a CPU, wall-clock) samples over back-to-back calls; ± is "
-              "half the width of the median's 95% confidence interval, and a speedup is printed with the digits "
-              "its own interval (in brackets) supports. % of ceiling compares the achieved rate with this device's "
-              "measured ceiling for the pair's bound (launch-bound pairs: the roofline floor time over the measured "
-              "time). pitfall and tradeoff variants are slower on purpose. A SUSPECT time is not trusted (faster "
-              "than the floor its workload implies, or reusing earlier results; the reason is given), so it has "
-              "no speedup and no % of ceiling.", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + ["", _HOW_TO_READ, ""])
 
 
 def _header_lines(doc: dict) -> list[str]:
-    dev = doc["device"]
     lines = [f"# Results on {run_label(doc)}", ""]
     if doc.get("interrupted"):
         lines += ["**Interrupted (Ctrl-C or SIGTERM): this report covers only the pairs that finished"
                   + (f"; not run: {', '.join(doc['not_run'])}" if doc.get("not_run") else "") + ".**", ""]
     if doc.get("quick"):
-        lines += ["**Quick run: smoke-test sizes and 0.3 s of timing per variant. These figures show that the "
-                  "pairs run and verify; they are not the chapters' results (an optimized variant that wins at "
-                  "full size can lose at a size too small to fill the GPU). The chapters' READMEs quote full-size "
-                  "runs.**", ""]
+        lines += ["**Quick run: smoke-test sizes and 0.3 s of timing per variant. These figures show that the pairs "
+                  "run and verify; they are not the chapters' results (an optimized variant that wins at full size "
+                  "can lose at a size too small to fill the GPU). The chapters' READMEs quote full-size runs.**", ""]
     lines += [f"torch {doc['torch']}, CUDA {doc['cuda'] or '–'}, driver {doc['driver'] or '–'}, "
               f"commit `{doc['git_commit']}`, {doc['created']}" + (" — quick run" if doc.get("quick") else ""), ""]
     host = host_text(doc)
     lines += [f"Host CPU: {host}.", ""] if host else []
-    peaks = dev.get("ceilings") or {}
-    if peaks:
+    if peaks := doc["device"].get("ceilings"):
         mm = peaks.get("matmul_tflops", {})
         names = [k for k in ("fp32", "tf32", "bf16", "fp16", "fp8") if mm.get(k)]
         lines += ["Measured ceilings: copy {} GB/s, host→device {} GB/s, matmul {} {} TFLOP/s, "
@@ -88,42 +82,30 @@ def _status_cell(v: dict, base: dict | None = None) -> str:
     if status in BY_DESIGN:
         return f"{status} ({by_design_text(v, base)})"
     bold = f"**{status}**" if status in ("FAILED", "SUSPECT") else status
-    return f"{bold}: {_short(why)}"
+    return f"{bold}: {_cell(why, 90)}"
 
 
-def _has_peak_memory(doc: dict) -> bool:
-    return any(v.get("peak_memory_mb") is not None for p in doc["pairs"] for v in entries(p))
-
-
-class _Notes:
+class _Notes(list):
     """The footnotes of summary.md: each distinct text numbered once, in order of first use, the numbers running
     on through the document; each table lists the ones it used first."""
-
-    def __init__(self):
-        self.texts: list[str] = []
-        self.shown = 0
+    shown = 0
 
     def mark(self, text: str) -> str:
         text = " ".join(str(text).split())
-        if text not in self.texts:
-            self.texts.append(text)
-        return f" [{self.texts.index(text) + 1}]"
+        if text not in self:
+            self.append(text)
+        return f" [{self.index(text) + 1}]"
 
-    def new_lines(self) -> list[str]:
-        """The notes added since the last call, as list items."""
-        lines = [f"- [{i}] {_cell(t)}" for i, t in enumerate(self.texts[self.shown:], self.shown + 1)]
-        self.shown = len(self.texts)
-        return lines
-
-
-def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    def after(self, lines: list[str], extra: list[str] = ()) -> list[str]:
+        """`lines`, then the notes added since the last call and `extra`, as list items."""
+        footer = [f"- [{i}] {_cell(t)}" for i, t in enumerate(self[self.shown:], self.shown + 1)] + list(extra)
+        self.shown = len(self)
+        return lines + ([""] + footer if footer else [])
 
 
 def bounded_pct(pct: float | None, above_ok: float = CEILING_NOISE_PCT) -> tuple[float | None, str | None]:
-    """(shown, why) for a share that must lie in 0-100%: inside, shown as measured (why None); up to `above_ok`
-    (the noise of what it is measured against) shown as measured, why "noise"; above that ("above") or
-    below 0 ("below") not shown (None). The caller words the note for `why`."""
+    """(shown, why) for a share that must lie in 0-100%: inside, shown (why None); up to `above_ok` (the noise of
+    what it is measured against) shown, why "noise"; above that ("above") or below 0 ("below"), not shown (None)."""
     if pct is None or not math.isfinite(pct):
         return None, None
     if 0 <= pct <= 100:
@@ -140,48 +122,39 @@ def _share_cell(v: dict, notes: _Notes) -> str:
     pct, ceiling = v.get("pct_of_ceiling"), v.get("ceiling") or "its ceiling"
     shown, why = bounded_pct(pct)
     cell = _fmt(shown, ".1f")
-    if why == "noise":
-        cell += notes.mark(f"above 100% of the ceiling but within {CEILING_NOISE_PCT - 100:.0f}%: the ceilings are "
-                           f"measured once, with about that much noise of their own")
-    elif why == "above":
-        cell += notes.mark(f"measured {pct:.0f}% of {ceiling}: no share printed (more than "
-                           f"{CEILING_NOISE_PCT - 100:.0f}% above a ceiling means the ceiling does not bound this "
-                           f"workload, or was measured low)")
-    elif why == "below":
-        cell += notes.mark(f"measured {pct:.0f}% of {ceiling}: a share below 0% is no share")
-    if v.get("ceiling_note"):
-        cell += notes.mark(v["ceiling_note"])
-    return cell
+    if why:
+        slack = CEILING_NOISE_PCT - 100
+        cell += notes.mark({
+            "noise": f"above 100% of the ceiling but within {slack:.0f}%: the ceilings are measured once, with about "
+                     f"that much noise of their own",
+            "above": f"measured {pct:.0f}% of {ceiling}: no share printed (more than {slack:.0f}% above a ceiling "
+                     f"means the ceiling does not bound this workload, or was measured low)",
+            "below": f"measured {pct:.0f}% of {ceiling}: a share below 0% is no share"}[why])
+    return cell + (notes.mark(v["ceiling_note"]) if v.get("ceiling_note") else "")
 
 
 def _results_table(doc: dict, notes: _Notes) -> list[str]:
-    memory = _has_peak_memory(doc)
+    memory = any(v.get("peak_memory_mb") is not None for p in doc["pairs"] for v in entries(p))
     head = "| pair | bound | variant | status | median ms | ± 95% CI | speedup (95% CI) | % of ceiling |"
     rule = "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |"
-    if memory:
-        head, rule = head + " peak memory MB |", rule + " ---: |"
+    lines = [head + " peak memory MB |", rule + " ---: |"] if memory else [head, rule]
     blank = " |" * (5 if memory else 4)
-    lines = [head, rule]
     for p in doc["pairs"]:
-        start = f"| {pair_key(p)} | {p['bound']} |"
+        start, base = f"| {pair_key(p)} | {p['bound']} |", p.get("baseline")
         if p["status"] == "skipped":
-            lines.append(f"{start} – | skipped: {_short(p.get('error') or p.get('skipped') or '')} |{blank}")
+            lines.append(f"{start} – | skipped: {_cell(p.get('error') or p.get('skipped') or '', 90)} |{blank}")
             continue
-        own = pair_level_error(p)
-        if own:
-            lines.append(f"{start} (pair) | **FAILED**: {_short(own)} |{blank}")
+        if own := pair_level_error(p):
+            lines.append(f"{start} (pair) | **FAILED**: {_cell(own, 90)} |{blank}")
         for v in entries(p):
             name = v["name"] + (" ⚠ escaped stream" if (v.get("wall_check") or {}).get("escaped") else "")
-            speedup = "reference" if v is p.get("baseline") and variant_status(v)[0] == "ok" else \
-                speedup_text(v, p.get("baseline"))
-            row = (f"{start} {name} | {_status_cell(v, p.get('baseline'))} | {_fmt(v.get('median_ms'), '.4g')} | {ci_text(v)} | "
+            speedup = "reference" if v is base and variant_status(v)[0] == "ok" else speedup_text(v, base)
+            row = (f"{start} {name} | {_status_cell(v, base)} | {_fmt(v.get('median_ms'), '.4g')} | {ci_text(v)} | "
                    f"{speedup} | {_share_cell(v, notes)} |")
             lines.append(row + (f" {_fmt(v.get('peak_memory_mb'), '.1f')} |" if memory else ""))
-    footer = notes.new_lines()
-    if run_device_type(doc) == "cpu":
-        footer.append("- % of ceiling on a CPU is rough: a CPU's ceilings are measured at small sizes and its clocks "
-                      "move with load, so a CPU's shares (like its times) check that the code runs; they are not results.")
-    return lines + ([""] + footer if footer else [])
+    cpu = ["- % of ceiling on a CPU is rough: a CPU's ceilings are measured at small sizes and its clocks move with "
+           "load, so a CPU's shares (like its times) check that the code runs; they are not results."]
+    return notes.after(lines, cpu if (doc.get("device") or {}).get("type") == "cpu" else [])
 
 
 def _verification_text(v: dict) -> str:
@@ -189,25 +162,17 @@ def _verification_text(v: dict) -> str:
     if ver.get("rel_err") is None:
         return "–"
     # the tolerance as given (fp8's 0.15 printed with one digit read "1e-01")
-    return f"{ver['rel_err']:.1e} (≤ {ver.get('tolerance', 0):.3g})" if ver.get("tolerance") else f"{ver['rel_err']:.1e}"
+    return f"{ver['rel_err']:.1e}" + (f" (≤ {ver['tolerance']:.3g})" if ver.get("tolerance") else "")
 
 
 def _details_table(doc: dict) -> list[str]:
     """The rarely-read figures of each timed entry, kept out of the main table so it stays narrow."""
-    rows = []
-    for p in doc["pairs"]:
-        for v in entries(p):
-            if not v.get("median_ms"):
-                continue
-            spread = f"{_fmt(v.get('p10_ms'), '.4g')}–{_fmt(v.get('p90_ms'), '.4g')}"
-            rows.append(f"| {pair_key(p)} | {v['name']} | {spread} | {v.get('samples') or '–'} | "
-                        f"{v.get('precision') or '–'} | {_verification_text(v)} | {_fmt(v.get('tflops'), '.2f')} | "
-                        f"{_fmt(v.get('gbps'), '.1f')} |")
-    if not rows:
-        return []
-    return ["", "## Details", "",
-            "| pair | variant | p10–p90 ms | samples | precision | rel. error (tolerance) | TFLOP/s | GB/s |",
-            "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: |"] + rows
+    rows = [f"| {pair_key(p)} | {v['name']} | {_fmt(v.get('p10_ms'), '.4g')}–{_fmt(v.get('p90_ms'), '.4g')} | "
+            f"{v.get('samples') or '–'} | {v.get('precision') or '–'} | {_verification_text(v)} | "
+            f"{_fmt(v.get('tflops'), '.2f')} | {_fmt(v.get('gbps'), '.1f')} |"
+            for p in doc["pairs"] for v in entries(p) if v.get("median_ms")]
+    return ["", "## Details", "", "| pair | variant | p10–p90 ms | samples | precision | rel. error (tolerance) | "
+            "TFLOP/s | GB/s |", "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: |"] + rows if rows else []
 
 
 def _overlap_table(doc: dict, notes: _Notes) -> list[str]:
@@ -224,14 +189,11 @@ def _overlap_table(doc: dict, notes: _Notes) -> list[str]:
         st = p["stages"]
         stage_text = ", ".join(f"{k} {v:.3f}" for k, v in st["stage_ms"].items()) + f" (× {st['chunks']})"
         for v in entries(p):
-            if not v.get("median_ms"):
-                continue
-            tl = f"[png]({v['timeline']})" if v.get("timeline") else "–"
-            lines.append(f"| {pair_key(p)} | {stage_text} | {st['serial_ms']:.3f} | "
-                         f"{st['ideal_ms']:.3f} | {v['name']} | {v['median_ms']:.4g} | "
-                         f"{_overlap_cell(v, notes)} | {tl} |")
-    footer = notes.new_lines()
-    return lines + ([""] + footer if footer else [])
+            if v.get("median_ms"):
+                timeline = f"[png]({v['timeline']})" if v.get("timeline") else "–"
+                lines.append(f"| {pair_key(p)} | {stage_text} | {st['serial_ms']:.3f} | {st['ideal_ms']:.3f} | "
+                             f"{v['name']} | {v['median_ms']:.4g} | {_overlap_cell(v, notes)} | {timeline} |")
+    return notes.after(lines)
 
 
 def _overlap_cell(v: dict, notes: _Notes) -> str:
@@ -242,28 +204,24 @@ def _overlap_cell(v: dict, notes: _Notes) -> str:
     cell = "–" if shown is None else f"{shown:.0f}%"
     if v.get("overlap_note"):
         cell = f"{cell} ({_cell(v['overlap_note'])})" if shown is not None else _cell(v["overlap_note"])
-    if why == "noise":
-        cell += notes.mark(f"faster than the ideal by up to {CEILING_NOISE_PCT - 100:.0f}%: within the noise of "
-                           f"the stages, each timed alone")
-    elif why == "above":
-        cell += notes.mark(f"measured {pct:.0f}%: faster than the ideal its stages allow, so the stages timed "
-                           f"alone do not describe this variant; no overlap share printed")
-    elif why == "below":
-        cell += notes.mark(f"measured {pct:.0f}%: slower than its stages run one after another, so no overlap "
-                           f"share printed")
+    if why:
+        cell += notes.mark({
+            "noise": f"faster than the ideal by up to {CEILING_NOISE_PCT - 100:.0f}%: within the noise of the "
+                     f"stages, each timed alone",
+            "above": f"measured {pct:.0f}%: faster than the ideal its stages allow, so the stages timed alone do "
+                     f"not describe this variant; no overlap share printed",
+            "below": f"measured {pct:.0f}%: slower than its stages run one after another, so no overlap share "
+                     f"printed"}[why])
     return cell
 
 
 def _failures_section(doc: dict) -> list[str]:
     lines = []
     for p in doc["pairs"]:
-        if p["status"] != "failed" and not any(variant_status(v)[0] == "FAILED" for v in entries(p)):
-            continue
-        reasons = pair_failures(p)
-        if len(reasons) == 1:
-            lines.append(f"- {pair_key(p)}: {reasons[0]}")
-        else:
-            lines += [f"- {pair_key(p)}: {len(reasons)} failures"] + [f"  - {r}" for r in reasons]
+        if p["status"] == "failed" or any(variant_status(v)[0] == "FAILED" for v in entries(p)):
+            reasons = pair_failures(p)
+            lines += [f"- {pair_key(p)}: {reasons[0]}"] if len(reasons) == 1 else \
+                [f"- {pair_key(p)}: {len(reasons)} failures"] + [f"  - {r}" for r in reasons]
     return ["", "## Failures", ""] + lines if lines else []
 
 
@@ -284,19 +242,16 @@ def _two_modes_section(doc: dict) -> list[str]:
             if m and v.get("two_modes_flag"):
                 lines.append(f"- {pair_key(p)} {v['name']}: two levels of per-call time, {m['low_ms']:.4g} ms and "
                              f"{m['high_ms']:.4g} ms ({100 * m['high_share']:.0f}% of samples at the upper one); "
-                             f"its baseline's samples in the same rounds have one" + (
-                                 "" if not v.get("baseline_two_modes") else ", or two at other levels"))
+                             f"its baseline's samples in the same rounds have one"
+                             + (", or two at other levels" if v.get("baseline_two_modes") else ""))
     return ["", "## Two modes (the median hides one)", ""] + lines if lines else []
 
 
-# ----------------------------------------------------------------------------- write
 def write_report(doc: dict, outdir: Path, figures: bool = True) -> list[Path]:
-    """summary.md, recommendations.md (common.verdict.recommendations: what to fix first), the figures
-    (common.figures: speedup.png, roofline.png, sweep.png for a sweep; none with `figures=False` or without
-    matplotlib, said once), then results.json: written last, its presence means the run finished."""
+    """summary.md, recommendations.md, the figures (none with `figures=False` or without matplotlib, said once),
+    then results.json: written last, its presence means the run finished."""
     doc = finite(doc)
-    problems = validate_results(doc)
-    if problems:
+    if problems := validate_results(doc):
         raise ValueError("results do not follow the schema: " + "; ".join(problems[:5]))
     outdir = Path(outdir)
     atomic_write(outdir / "summary.md", [summary_markdown(doc)])
@@ -315,28 +270,23 @@ def draw_figures(doc: dict, outdir: Path) -> list[Path]:
     return write_figures(doc, outdir)
 
 
-# ----------------------------------------------------------------------------- compare
 class CompareRefused(Exception):
     """The two runs measured different things (a quick run and a full one); str(e) is one line saying why."""
 
 
 def compare_runs(old: dict, new: dict, allow_quick_vs_full: bool = False) -> tuple[str, int]:
-    """A table of per-variant median changes and the number of regressions.
-
-    A regression is a variant slower by more than REGRESSION_PCT whose two intervals (median ± half its 95% CI)
-    do not overlap, a variant verified before and failing now, or a pair or variant of the old run missing from
-    the new one. Raises CompareRefused for a quick run against a full one (different sizes: nothing to
-    compare) unless allow_quick_vs_full; different devices or hosts are stated at the top.
-    """
+    """A table of per-variant median changes and the number of regressions: variants slower by more than
+    REGRESSION_PCT whose two intervals (median ± half its 95% CI) do not overlap, verified before and failing now,
+    or pairs and variants of the old run missing from the new one. Raises CompareRefused for a quick run against a
+    full one (different sizes) unless allow_quick_vs_full; different devices or hosts are stated at the top."""
     notes = _compare_notes(old, new, allow_quick_vs_full)
     lines = [_run_line("old", old), _run_line("new", new)] + [f"warning: {n}" for n in notes]
     lines.append(f"{'pair / variant':58s} {'old ms':>10s} {'new ms':>10s} {'change':>8s}")
-    regressions = 0
-    old_pairs, new_pairs = _pairs_by_key(old), _pairs_by_key(new)
-    for key in sorted(set(old_pairs) | set(new_pairs)):
-        rows = _compare_pair(key, old_pairs.get(key), new_pairs.get(key))
-        lines += [text for text, _ in rows]
-        regressions += sum(counts for _, counts in rows)
+    old_pairs, new_pairs = ({(p["chapter"], p["name"]): p for p in doc["pairs"]} for doc in (old, new))
+    rows = [row for key in sorted(set(old_pairs) | set(new_pairs))
+            for row in _compare_pair(key, old_pairs.get(key), new_pairs.get(key))]
+    regressions = sum(counts for _, counts in rows)
+    lines += [text for text, _ in rows]
     lines.append(f"{regressions} regression(s): slower by more than {REGRESSION_PCT:.0f}% beyond both runs' 95% "
                  f"intervals, newly failing, or missing from the new run")
     return "\n".join(lines), regressions
@@ -344,8 +294,8 @@ def compare_runs(old: dict, new: dict, allow_quick_vs_full: bool = False) -> tup
 
 def _run_line(label: str, doc: dict) -> str:
     host = host_text(doc) or "host not recorded"
-    return (f"{label}: {doc['device']['name']}, {host}, {'quick' if doc.get('quick') else 'full'} run, "
-            f"commit {doc.get('git_commit')}, {doc.get('created')}" + (", INTERRUPTED" if doc.get("interrupted") else ""))
+    return (f"{label}: {doc['device']['name']}, {host}, {'quick' if doc.get('quick') else 'full'} run, commit "
+            f"{doc.get('git_commit')}, {doc.get('created')}" + (", INTERRUPTED" if doc.get("interrupted") else ""))
 
 
 def _compare_notes(old: dict, new: dict, allow_quick_vs_full: bool) -> list[str]:
@@ -367,19 +317,10 @@ def _compare_notes(old: dict, new: dict, allow_quick_vs_full: bool) -> list[str]
         notes.append(f"the {'old' if not old_cpu else 'new'} run does not record its host CPU: hosts may differ")
     if new.get("interrupted"):
         notes.append("the new run was interrupted: pairs it did not reach are listed as missing")
-    swept = [{p["name"] for p in doc["pairs"] if p.get("point")} for doc in (old, new)]
-    if swept[0] != swept[1]:
+    if {p["name"] for p in old["pairs"] if p.get("point")} != {p["name"] for p in new["pairs"] if p.get("point")}:
         notes.append("the runs cover different sweep points (--sizes, --dtypes): a point of the old run that the "
                      "new one lacks is listed as missing")
     return notes
-
-
-def _pairs_by_key(doc: dict) -> dict:
-    return {(p["chapter"], p["name"]): p for p in doc["pairs"]}
-
-
-def _label(key, variant: str | None = None) -> str:
-    return f"ch{key[0]}/{key[1]}" + (f" {variant}" if variant else "")
 
 
 def _row(label: str, text: str, regression: bool = False) -> tuple[str, int]:
@@ -387,66 +328,56 @@ def _row(label: str, text: str, regression: bool = False) -> tuple[str, int]:
 
 
 def _compare_pair(key, old: dict | None, new: dict | None) -> list[tuple[str, int]]:
-    """[(line, regressions)] for one pair."""
+    label = f"ch{key[0]}/{key[1]}"
     if new is None:
-        return [_row(_label(key), "MISSING from the new run", regression=True)]
+        return [_row(label, "MISSING from the new run", regression=True)]
     if old is None:
-        return [_row(_label(key), "new pair")]
+        return [_row(label, "new pair")]
     if new["status"] == "skipped":
         if old["status"] == "skipped":
-            return [_row(_label(key), "skipped in both runs")]
-        return [_row(_label(key), f"skipped in new run: {_short(new.get('error') or '', 60)}", regression=True)]
+            return [_row(label, "skipped in both runs")]
+        return [_row(label, f"skipped in new run: {_cell(new.get('error') or '', 60)}", regression=True)]
     if not new.get("baseline"):
         if not (old.get("baseline") and variant_status(old["baseline"])[0] == "ok"):
-            return [_row(_label(key), "FAILED in both runs")]
-        return [_row(_label(key), f"FAILED in new run: {_short(new.get('error') or '', 60)}", regression=True)]
+            return [_row(label, "FAILED in both runs")]
+        return [_row(label, f"FAILED in new run: {_cell(new.get('error') or '', 60)}", regression=True)]
     if old["status"] == "skipped" or not old.get("baseline"):
-        return [_row(_label(key), f"{'skipped' if old['status'] == 'skipped' else 'failed'} in old run: "
-                                  f"nothing to compare")]
-    if (old.get("workload") or {}).get("bytes_moved") != (new.get("workload") or {}).get("bytes_moved") or \
-            (old.get("workload") or {}).get("flops") != (new.get("workload") or {}).get("flops"):
-        if old.get("workload") and new.get("workload"):
-            return [_row(_label(key), "workload changed: not compared")]
-    a = {v["name"]: v for v in entries(old)}
-    b = {v["name"]: v for v in entries(new)}
-    return [_compare_variant(_label(key, name), a.get(name), b.get(name)) for name in list(a) + [n for n in b if n not in a]]
+        return [_row(label, f"{'skipped' if old['status'] == 'skipped' else 'failed'} in old run: nothing to compare")]
+    wa, wb = old.get("workload"), new.get("workload")
+    if wa and wb and (wa.get("bytes_moved"), wa.get("flops")) != (wb.get("bytes_moved"), wb.get("flops")):
+        return [_row(label, "workload changed: not compared")]
+    a, b = {v["name"]: v for v in entries(old)}, {v["name"]: v for v in entries(new)}
+    return [_compare_variant(f"{label} {name}" if name else label, a.get(name), b.get(name)) for name in a | b]
 
 
 def _compare_variant(label: str, va: dict | None, vb: dict | None) -> tuple[str, int]:
+    """Slower or faster only when the change exceeds REGRESSION_PCT and the two runs' intervals do not overlap."""
     if vb is None:
         return _row(label, "MISSING from the new run", regression=True)
     if va is None:
         return _row(label, "new variant")
-    sa, sb = variant_status(va)[0], variant_status(vb)[0]
+    (sa, _), (sb, why) = variant_status(va), variant_status(vb)
     if sb == "skipped":
         if sa in ("skipped", "FAILED"):
             return _row(label, f"{sa} in old run, skipped in new run")
-        return _row(label, f"skipped in new run: {_short(variant_status(vb)[1], 60)}", regression=True)
+        return _row(label, f"skipped in new run: {_cell(why, 60)}", regression=True)
     if sb == "FAILED":
         if sa == "FAILED":
             return _row(label, "FAILED in both runs")
-        return _row(label, f"now FAILS: {_short(variant_status(vb)[1], 60)}", regression=sa != "skipped")
+        return _row(label, f"now FAILS: {_cell(why, 60)}", regression=sa != "skipped")
     ma, mb = va.get("median_ms"), vb.get("median_ms")
     if not ma or not mb:
         return _row(label, "fixed: passes now" if sa == "FAILED" else "no timing")
-    return _timed_change(label, va, vb)
-
-
-def _timed_change(label: str, va: dict, vb: dict) -> tuple[str, int]:
-    """Slower or faster only when the change exceeds REGRESSION_PCT and the two runs' intervals do not overlap."""
-    ma, mb = va["median_ms"], vb["median_ms"]
     ha, hb = (va.get("median_ci_pct") or 0) / 200, (vb.get("median_ci_pct") or 0) / 200
     change = 100 * (mb - ma) / ma
     apart = mb * (1 - hb) > ma * (1 + ha) or mb * (1 + hb) < ma * (1 - ha)
-    regression = change > REGRESSION_PCT and apart
+    regression, flag = change > REGRESSION_PCT and apart, ""
     if regression:
         flag = "  REGRESSION"
     elif change < -REGRESSION_PCT and apart:
         flag = "  faster"
     elif abs(change) > REGRESSION_PCT:
         flag = f"  within noise (±{100 * ha:.2g}% / ±{100 * hb:.2g}%)"
-    else:
-        flag = ""
-    if variant_status(vb)[0] == "SUSPECT":
+    if sb == "SUSPECT":
         flag += "  (new time SUSPECT)"
     return f"{label:58s} {ma:10.4g} {mb:10.4g} {change:+7.1f}%{flag}", int(regression)

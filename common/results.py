@@ -1,11 +1,5 @@
 """What a results.json says: its schema, a pair's entries and failures, a variant's one status, a speedup's
-interval and the digits it supports, the run's labels. Read by the report, the figures, the recommendations
-and the harness (which computes `speedup_ci` with `speedup_interval`, so old and new reports read alike).
-
-A variant has one status for display (`variant_status`): skipped, FAILED (an error or a failed
-verification), SUSPECT (faster than its workload allows: no speedup is shown), pitfall or tradeoff
-(slower on purpose: never a failure, never a win), or ok. Speedups are printed with the digits their 95%
-interval supports, and the interval is a ratio's: both ends positive, however noisy the medians.
+interval and the digits it supports, the run's labels. Read by the report, the figures and recommendations.
 """
 from __future__ import annotations
 
@@ -15,12 +9,12 @@ SCHEMA_VERSION = 1
 REQUIRED_TOP = {"schema_version", "device", "torch", "cuda", "driver", "git_commit", "created", "pairs"}
 REQUIRED_PAIR = {"chapter", "name", "bound", "status", "baseline", "variants"}
 REQUIRED_VARIANT = {"name", "median_ms", "speedup", "verified", "pct_of_ceiling"}
-BY_DESIGN = ("pitfall", "tradeoff")   # variant kinds that are slower on purpose
+BY_DESIGN = ("pitfall", "tradeoff")   # variant kinds that are slower on purpose: never a failure, never a win
 
 
 def variant_status(v: dict) -> tuple[str, str]:
-    """(status, reason): "skipped", "FAILED", "SUSPECT", "pitfall", "tradeoff" or "ok": the one status a variant has
-    in summary.md, the figures and recommendations.md."""
+    """(status, reason), the one status a variant has in summary.md, the figures and recommendations.md: skipped,
+    FAILED, SUSPECT (faster than its workload allows: no speedup is shown), pitfall, tradeoff or ok."""
     if v.get("skipped"):
         return "skipped", str(v["skipped"])
     if v.get("error"):
@@ -55,9 +49,7 @@ def validate_results(doc: dict) -> list[str]:
     return errs
 
 
-# ----------------------------------------------------------------------------- what a result says
 def entries(pair: dict) -> list[dict]:
-    """The baseline (when it has an entry) followed by the variants."""
     return ([pair["baseline"]] if pair.get("baseline") else []) + list(pair.get("variants") or [])
 
 
@@ -67,22 +59,18 @@ def pair_key(pair: dict) -> str:
 
 def pair_level_error(pair: dict) -> str | None:
     """The pair's own failure (timeout, crash before any result, skip) when no entry of it carries that failure."""
-    if pair.get("status") != "failed":
+    if pair.get("status") != "failed" or \
+            (pair.get("baseline") and any(variant_status(v)[0] == "FAILED" for v in entries(pair))):
         return None
-    if pair.get("baseline") and any(variant_status(v)[0] == "FAILED" for v in entries(pair)):
-        return None
-    error = pair.get("error") or "failed"
-    hung = pair.get("hung_variant")
+    error, hung = pair.get("error") or "failed", pair.get("hung_variant")
     return error + (f" (hung in {hung})" if hung and hung not in error else "")
 
 
 def pair_failures(pair: dict) -> list[str]:
     """Every failure reason of a pair, first to last, each once."""
     failed = [(v["name"], variant_status(v)[1]) for v in entries(pair) if variant_status(v)[0] == "FAILED"]
-    if pair.get("errors"):
-        reasons = list(pair["errors"])
-    else:  # older results.json: each failed entry's own reason
-        reasons = [f"{name}: {why}" for name, why in failed]
+    # an older results.json has no "errors": each failed entry's own reason
+    reasons = list(pair["errors"]) if pair.get("errors") else [f"{name}: {why}" for name, why in failed]
     first = pair.get("error")
     # the pair's first reason is usually one of its entries' reasons, worded "<variant> failed (<stage>): <why>"
     restated = first and any(first.startswith(name + " ") and why in first for name, why in failed)
@@ -100,13 +88,10 @@ def pair_failures(pair: dict) -> list[str]:
 
 def speedup_interval(base: dict | None, v: dict) -> tuple[float, float] | None:
     """The speedup's 95% interval, both ends positive: the harness's `speedup_ci` where it is one, else from
-    both medians' intervals. The harness computes `speedup_ci` with this function too, so reports old and
-    new read alike.
-
-    A median m whose interval is h·m either side (h = median_ci_pct / 200) is read as m/(1+h) .. m·(1+h):
-    times and their ratios are multiplicative, and m - h·m is no time once h reaches 1 (a noisy CPU
-    baseline once gave "0.1× (-0.3–1.1)"). To first order it is m ± h·m. The ratio of two such medians
-    lies within s/((1+hb)(1+hv)) .. s·(1+hb)(1+hv)."""
+    both medians' intervals (the harness computes `speedup_ci` with it too, so old and new reports read alike).
+    A median m whose interval is h·m either side (h = median_ci_pct / 200) is read as m/(1+h) .. m·(1+h): times
+    and their ratios are multiplicative, and m - h·m is no time once h reaches 1 (a noisy CPU baseline once gave
+    "0.1× (-0.3–1.1)"). The ratio of two such medians lies within s/((1+hb)(1+hv)) .. s·(1+hb)(1+hv)."""
     s = v.get("speedup")
     if not s or not math.isfinite(s) or s <= 0:
         return None
@@ -115,8 +100,7 @@ def speedup_interval(base: dict | None, v: dict) -> tuple[float, float] | None:
             0 < stored[0] <= s * (1 + 1e-9) and stored[1] >= s * (1 - 1e-9):
         return float(stored[0]), float(stored[1])
     # a stored interval with a non-positive end (written before the multiplicative form): rebuilt from the medians
-    hb = ((base or {}).get("median_ci_pct") or 0) / 200
-    hv = (v.get("median_ci_pct") or 0) / 200
+    hb, hv = ((base or {}).get("median_ci_pct") or 0) / 200, (v.get("median_ci_pct") or 0) / 200
     factor = (1 + hb) * (1 + hv)
     if factor == 1 or not math.isfinite(factor) or hb < 0 or hv < 0:
         return None
@@ -124,7 +108,6 @@ def speedup_interval(base: dict | None, v: dict) -> tuple[float, float] | None:
 
 
 def interval_rel_halfwidth(value: float, interval: tuple[float, float] | None) -> float | None:
-    """The larger distance from `value` to an end of its interval, as a fraction of `value`."""
     if not interval or not value:
         return None
     return max(value - interval[0], interval[1] - value) / abs(value)
@@ -152,22 +135,18 @@ def format_with_ci(value: float | None, rel_halfwidth: float | None, max_digits:
 
 
 def _round_to(value: float, decimals: int) -> str:
-    if decimals >= 0:
-        return f"{value:.{decimals}f}"
-    return f"{round(value, decimals):.0f}"
+    return f"{value:.{decimals}f}" if decimals >= 0 else f"{round(value, decimals):.0f}"
 
 
 def speedup_text(v: dict, base: dict | None) -> str:
-    """"7.9× (7.6–8.2)": the speedup and its interval at the digits the interval supports; "–" when there is none."""
+    """"7.9× (7.6–8.2)": the speedup and its interval at the digits the interval supports; "–" if there is none."""
     s = v.get("speedup")
     if s is None or variant_status(v)[0] in ("FAILED", "SUSPECT", "skipped"):
         return "–"
     interval = speedup_interval(base, v)
     decimals = _ci_decimals(s, interval_rel_halfwidth(s, interval))
-    text = f"{_round_to(s, decimals)}×"
-    if interval:
-        text += f" ({_interval_end(interval[0], decimals)}–{_interval_end(interval[1], decimals)})"
-    return text
+    ends = f" ({_interval_end(interval[0], decimals)}–{_interval_end(interval[1], decimals)})" if interval else ""
+    return f"{_round_to(s, decimals)}×{ends}"
 
 
 def _interval_end(x: float, decimals: int) -> str:
@@ -180,24 +159,15 @@ def host_text(doc: dict) -> str | None:
     host = doc.get("host") or {}
     if not host.get("cpu"):
         return None
-    cores = host.get("cores")
-    usable = host.get("cores_usable")
+    cores, usable = host.get("cores"), host.get("cores_usable")
     count = "" if not cores else f", {cores} cores" + (f" ({usable} usable)" if usable and usable != cores else "")
     return f"{host['cpu']}{count}"
 
 
 def run_label(doc: dict) -> str:
     """What the run measured: the GPU's name, or for a CPU run the CPU's model."""
-    dev = doc["device"]
     host = doc.get("host") or {}
-    if dev.get("type") == "cpu" and host.get("cpu"):
-        return f"{host['cpu']} (CPU)"
-    return dev["name"]
-
-
-def run_device_type(doc: dict) -> str | None:
-    """"cuda" or "cpu": what the run measured (None in a document that does not say)."""
-    return (doc.get("device") or {}).get("type")
+    return f"{host['cpu']} (CPU)" if doc["device"].get("type") == "cpu" and host.get("cpu") else doc["device"]["name"]
 
 
 def by_design_text(v: dict, base: dict | None = None) -> str:

@@ -57,12 +57,12 @@ from common.integrity import Snapshot
 from common.numerics import FlagChanged, check_flags, numerics, wanted_flags
 from common.overlap import placement, stage_times
 from common.pair import COMPARES, Pair, Variant, check_workload, pair_record, variant_record
-from common.physics import achieved, cache_bytes, suspect_reason
+from common.physics import achieved, suspect_reason
 from common.profiling.capture import count_launches, profile_calls
 from common.results import speedup_interval
 from common.timeline import draw_gantt
-from common.timing import (BUDGET_S, Between, L2Scrubber, Timed, back_to_back, back_to_back_calls, finish, gpu_state,
-                           modes_of_its_own, paired_speedup, returned_bytes, time_rounds, two_modes)
+from common.timing import (BUDGET_S, Between, L2Scrubber, Timed, back_to_back, back_to_back_calls, cache_bytes, finish,
+                           gpu_state, modes_of_its_own, paired_speedup, returned_bytes, time_rounds, two_modes)
 from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, as_tensors, check_inputs_random, looser, responds_to_inputs,
                            snapshot_as_caller, verify_outputs)
 
@@ -772,7 +772,7 @@ if __name__ == "__main__":
         if not line.strip():
             sys.exit(0)
         args = json.loads(line)
-    if len(args) != 1:
+    if len(args) != 1 or not Path(args[0]).is_file():
         sys.exit("internal: python -m common.run SPEC.json (benchmark.py writes SPEC; see common.launch.RunSpec)")
     try:
         sys.exit(main(args[0]))

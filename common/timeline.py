@@ -1,8 +1,5 @@
-"""Draw a Gantt chart of a torch.profiler trace's GPU activity: one row per CUDA stream.
-
-Kernels, host-to-device copies and device-to-host copies get their own colours, so
-a reader sees at a glance whether copies and compute overlap.
-"""
+"""A Gantt chart of a torch.profiler trace's GPU activity, one row per CUDA stream: kernels and each copy direction
+in their own colour, so a reader sees at a glance whether copies and compute overlap."""
 from __future__ import annotations
 
 import io
@@ -19,21 +16,11 @@ def gpu_events(trace: dict) -> list[dict]:
     """[{stream, start_us, dur_us, kind, name}] for every GPU-side event of a Chrome trace from torch.profiler."""
     out = []
     for ev in trace.get("traceEvents", []):
-        cat = ev.get("cat", "")
-        if ev.get("ph") != "X" or cat not in ("kernel", "gpu_memcpy", "gpu_memset"):
-            continue
-        name = ev.get("name", "")
-        if cat == "kernel":
-            kind = "kernel"
-        elif "HtoD" in name:
-            kind = "HtoD"
-        elif "DtoH" in name:
-            kind = "DtoH"
-        else:
-            kind = "other"
-        stream = (ev.get("args") or {}).get("stream", ev.get("tid"))
-        out.append({"stream": stream, "start_us": float(ev["ts"]), "dur_us": float(ev.get("dur", 0)), "kind": kind,
-                    "name": name})
+        cat, name = ev.get("cat", ""), ev.get("name", "")
+        if ev.get("ph") == "X" and cat in ("kernel", "gpu_memcpy", "gpu_memset"):
+            kind = "kernel" if cat == "kernel" else "HtoD" if "HtoD" in name else "DtoH" if "DtoH" in name else "other"
+            out.append({"stream": (ev.get("args") or {}).get("stream", ev.get("tid")), "start_us": float(ev["ts"]),
+                        "dur_us": float(ev.get("dur", 0)), "kind": kind, "name": name})
     return out
 
 
@@ -45,17 +32,15 @@ def draw_gantt(trace_path: Path, png_path: Path, title: str) -> int:
     import matplotlib  # heavy: only where a pair's timeline is drawn
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     t0 = min(e["start_us"] for e in events)
     streams = sorted({e["stream"] for e in events}, key=str)
-    colours = {k: c for k, c, _ in KINDS}
     fig, ax = plt.subplots(figsize=(11, 0.6 * len(streams) + 1.6))
     for row, s in enumerate(streams):
-        for kind, _, _ in KINDS:
+        for kind, colour, _ in KINDS:
             bars = [((e["start_us"] - t0) / 1e3, max(e["dur_us"], 0.5) / 1e3) for e in events
                     if e["stream"] == s and e["kind"] == kind]
             if bars:
-                ax.broken_barh(bars, (row - 0.4, 0.8), facecolors=colours[kind])
+                ax.broken_barh(bars, (row - 0.4, 0.8), facecolors=colour)
     ax.set_yticks(range(len(streams)), [f"stream {s}" for s in streams])
     ax.set_xlabel("ms since the first GPU event")
     ax.set_title(title, fontsize=10)

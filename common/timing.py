@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import statistics
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -145,6 +147,22 @@ class L2Scrubber:
         torch.amax(self.buf, dim=0, out=self.out)
         if self.dirty:
             self.buf[:self.dirty].fill_(0)
+
+
+@functools.lru_cache(maxsize=None)
+def cache_bytes(device_type: str) -> int:
+    """The largest cache in front of the memory a bound names: the GPU's L2, or the CPU's last level."""
+    if device_type == "cuda":
+        return int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)
+                   or 64 << 20)
+    sizes = []
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = f.read_text().strip().upper()
+        try:
+            sizes.append(int(text.rstrip("KMG")) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1))
+        except ValueError:
+            pass
+    return max(sizes, default=64 << 20)
 
 
 def returned_bytes(out: Any) -> int:

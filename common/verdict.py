@@ -1,45 +1,22 @@
 """From profiler metrics to a verdict and a next step: the checklists readers know, written down as code.
 
-A pure function (`verdict(metrics, device_type)`) so that the walkthrough, the ncu CSV of any kernel and a harness
-report all get the same reading, and so that the thresholds are tested rather than remembered.
-
-The thresholds, and why these:
-
-- Triton's grading of a kernel against the hardware's ceiling (the performance guide of the
-  Triton tutorials): achieved memory bandwidth above 60% of peak is good, below 30% needs work;
-  achieved compute above 80% of peak is good, below 50% needs work. Between the two is "fair".
-  The bars are the guide's; this repository's H100 reports give bandwidth no reason for the lower
-  one: chapter 1's coalesced streaming kernel reaches 97.1% of the measured copy bandwidth and its
-  tf32 and bf16 tensor-core GEMMs 87.6% and 88.6% of the measured matmul peak
-  (profiles/h100/ch1/results.json); the vectorized kernel reached 99.5% of copy
-  (profiles/h100/ch1-first-run/results.json).
-  "Peak" here is the measured ceiling (`benchmark.py --peaks`), not the datasheet's.
-- Nsight Compute's speed of light: when both the SM and the memory throughput are under 50% of
-  peak, no unit is busy: the kernel is latency-bound (too few warps, a dependency chain, a tail
-  of half-empty waves) and the fix is more parallel work per SM, not fewer bytes or FLOPs. When
-  one of them is above 60% that unit is the bound: optimize compute (fewer instructions, tensor
-  cores) or memory access (fewer bytes, coalesced loads, reuse in shared memory or L2).
-- Global-load sectors per request: a warp whose 32 threads read 32 consecutive 4-byte words
-  touches 4 sectors of 32 bytes; 16-byte vector loads touch 16. Above twice the ideal for the
-  access width, the loads are scattered (uncoalesced).
-- Achieved occupancy under 25% with more than 128 registers per thread: registers limit the
-  resident warps (65536 registers per SM / 128 / 32 = 16 warps of 64 = 25%).
-- L2 hit rate under 50% in a memory-bound kernel: tiles are re-read from DRAM; reorder the
-  traversal (grouped tile order) or enlarge the tiles.
-- The PyTorch profiler's checklist (PyTorch's performance tuning guide and the profiler recipe):
-  a GPU idle for more than 20% of the step is waiting on the host; host time spent in
-  allocation above 10% of the CPU time means preallocate (or let the caching allocator keep
-  the memory); more than 100 kernels per step averaging under 10 us each means batch or fuse
-  them (or replay them as a CUDA graph); a compute-bound step that reaches under 50% of the
-  matmul peak has matrices too small for the tensor cores: raise the batch size.
-
-Every rule but the host's allocation share reads GPU hardware (SMs, tensor cores, occupancy, L2,
-HBM, kernels): they are given for GPU runs only. A CPU run gets none of them: its figures check that
-the code runs, they are not results, and "fill the tensor cores" is no advice for a CPU.
-
-Run as a script on a harness report: `python common/verdict.py profiles/runs/<run>/results.json`
-prints the verdict and a next step for every optimized variant below half its ceiling; with `--recommend`,
-what to fix first across the run (`recommendations`, which every report also writes as recommendations.md).
+`verdict(metrics, device_type)` is pure, so the walkthrough, any kernel's ncu CSV and a harness report get the same
+reading, and the thresholds are tested rather than remembered. Their sources:
+- Triton's grading (the Triton tutorials' performance guide), against the measured ceiling (`--peaks`), not the
+  datasheet's: bandwidth good above 60%, needs work below 30%; compute above 80% and below 50%; "fair" between. The
+  H100 reports give no reason to lower the bars: ch1's coalesced kernel reaches 97.1% of copy bandwidth, its tf32 and
+  bf16 GEMMs 87.6% and 88.6% of the matmul peak (profiles/h100/ch1/results.json), the vectorized kernel 99.5% of
+  copy (profiles/h100/ch1-first-run/results.json).
+- Nsight Compute's speed of light: SM and memory throughput both under 50% of peak is latency-bound (too few warps,
+  a dependency chain, half-empty tail waves); one above 60% is the bound. Sectors per global-load request over twice
+  the ideal (32 threads x 4-byte words = 4 sectors of 32 bytes; 16 for 16-byte loads): uncoalesced. Occupancy under
+  25% with over 128 registers per thread: registers limit the warps (65536 per SM / 128 / 32 = 16 warps of 64 = 25%).
+  L2 hit rate under 50% in a memory-bound kernel: tiles are re-read from DRAM.
+- PyTorch's performance tuning guide and profiler recipe: GPU idle over 20% of the step, allocation over 10% of the
+  CPU time, over 100 kernels per step averaging under 10 us, a compute-bound step under 50% of the matmul peak.
+Every rule but the allocation share reads GPU hardware: a CPU run gets none (its figures are not results).
+As a script, `python common/verdict.py [--recommend] profiles/runs/<run>/results.json` prints `results_verdicts`
+(or `recommendations`, each report's recommendations.md).
 """
 from __future__ import annotations
 
@@ -52,18 +29,11 @@ if not __package__:  # run as a script (python common/verdict.py): the repositor
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common.results import variant_status  # noqa: E402
 
-# Triton's grading (percent of the measured peak)
-BANDWIDTH_GOOD, BANDWIDTH_POOR = 60.0, 30.0
-COMPUTE_GOOD, COMPUTE_POOR = 80.0, 50.0
-# Nsight Compute speed of light (percent of peak)
-SOL_LOW, SOL_BOUND = 50.0, 60.0
-# the rest (see the module docstring)
-SECTORS_SLACK = 2.0
-OCCUPANCY_LOW_PCT, REGISTERS_HIGH = 25.0, 128
-L2_HIT_LOW_PCT = 50.0
-GPU_IDLE_HIGH_PCT = 20.0
-ALLOC_SHARE_HIGH_PCT = 10.0
-MANY_KERNELS, SMALL_KERNEL_US = 100, 10.0
+# The sources of these are in the module docstring.
+BANDWIDTH_GOOD, BANDWIDTH_POOR, COMPUTE_GOOD, COMPUTE_POOR = 60.0, 30.0, 80.0, 50.0  # percent of the measured peak
+SOL_LOW, SOL_BOUND = 50.0, 60.0  # Nsight Compute's speed of light (percent of peak)
+SECTORS_SLACK, OCCUPANCY_LOW_PCT, REGISTERS_HIGH, L2_HIT_LOW_PCT = 2.0, 25.0, 128, 50.0
+GPU_IDLE_HIGH_PCT, ALLOC_SHARE_HIGH_PCT, MANY_KERNELS, SMALL_KERNEL_US = 20.0, 10.0, 100, 10.0
 HALF_CEILING_PCT = 50.0
 
 
@@ -92,18 +62,12 @@ def _num(m: dict, key: str):
 
 
 def verdict(m: dict, device_type: str | None = None) -> list[Finding]:
-    """The findings for one kernel or one step; empty when nothing is wrong by these rules.
-
-    Every key is optional; a rule fires only when its metrics are present.
-    Kernel keys (Nsight Compute): sm_throughput_pct, memory_throughput_pct, achieved_occupancy_pct,
-      registers_per_thread, sectors_per_request, access_bytes (per thread and load, default 4),
-      l2_hit_rate_pct.
-    Step keys (torch.profiler): gpu_idle_pct, alloc_cpu_pct, kernels_per_step, mean_kernel_us.
-    Ceiling keys (harness): bound ("memory"/"compute"/...), pct_of_ceiling.
-    device_type: "cuda" or "cpu", the argument or else a key of `m`; on anything but a GPU only the rules that
-      do not read GPU hardware are given (absent from both: the metrics are taken to be a GPU's, as the
-      profilers' kernel metrics are). A caller that knows its device passes it.
-    """
+    """The findings for one kernel or one step (empty: nothing wrong by these rules). Each rule fires only when its
+    keys are in `m`: Nsight Compute's sm_throughput_pct, memory_throughput_pct, achieved_occupancy_pct,
+    registers_per_thread, sectors_per_request, access_bytes (per thread and load, default 4), l2_hit_rate_pct;
+    torch.profiler's gpu_idle_pct, alloc_cpu_pct, kernels_per_step, mean_kernel_us; the harness's bound, pct_of_ceiling.
+    `device_type` ("cuda"/"cpu"; else m's key; else a GPU's, as profilers' kernel metrics are): off a GPU only the
+    rules that do not read GPU hardware are given."""
     out = _kernel_findings(m) + _step_findings(m)
     if (device_type or m.get("device_type") or "cuda") != "cuda":
         out = [f for f in out if not f.gpu]
@@ -187,12 +151,8 @@ def device_type(results: dict, pair: dict) -> str | None:
 
 
 def results_verdicts(results: dict, always: bool = True) -> str:
-    """Markdown: the verdict and a next step for every verified optimized variant below half its ceiling.
-
-    Baselines are the "before" and pitfall or tradeoff variants are slow by design: neither is listed; nor is
-    a pair run on a CPU (the rules read GPU hardware, and CPU figures are not results).
-    With `always=False` an empty string when no variant qualifies (summary.md then has no such section).
-    """
+    """Markdown: the verdict and a next step for every verified optimized variant below half its ceiling; not for
+    baselines (the "before"), pitfalls and tradeoffs (slow by design) or CPU runs. `always=False`: "" if none."""
     lines = ["## Verdicts (common/verdict.py)", "",
              f"Optimized variants below {HALF_CEILING_PCT:.0f}% of their ceiling, read against the thresholds in "
              "common/verdict.py.", ""]
@@ -207,8 +167,7 @@ def results_verdicts(results: dict, always: bool = True) -> str:
             if (pct is None or not v.get("verified") or v.get("suspect") or pct >= HALF_CEILING_PCT
                     or v.get("kind", "optimized") != "optimized"):
                 continue
-            kernels = v.get("kernels_per_call")
-            median = v.get("median_ms")
+            kernels, median = v.get("kernels_per_call"), v.get("median_ms")
             m = {"pct_of_ceiling": pct, "bound": pair.get("bound")}
             if kernels and median:
                 m.update(kernels_per_step=kernels, mean_kernel_us=1000.0 * median / kernels)
@@ -260,27 +219,18 @@ ABOVE_THE_FLOOR = {
 
 
 def recommendations(results: dict) -> str:
-    """recommendations.md: what to fix first in one run, each item citing the measured figure behind it.
-
-    First, every figure that cannot be trusted (a failed verification, a crash, a SUSPECT time): a speedup
-    on a wrong answer is no result. Then each GPU pair's fastest trusted implementation (its fastest verified
-    optimized variant, else its baseline), ranked by the share of its measured ceiling it reaches, lowest first,
-    with the milliseconds per call between its time and the floor that share implies (median x (1 - share))
-    and a next step: common.verdict's rules for memory- and compute-bound pairs (and the profiler's kernel
-    count, where the run was profiled), what the time above the floor is for the other bounds. Launch-bound
-    pairs are ranked apart: their floor is the bytes and FLOPs of a call, which launch overhead always dwarfs,
-    so their shares are small by nature and would head any common list. Pairs without a share of a ceiling
-    are listed apart, with the reason. A CPU run gets the first list only: its figures check that the code
-    runs; they are not results.
-    """
+    """recommendations.md: what to fix first, each item citing its measured figure. First every untrusted figure
+    (a speedup on a wrong answer is no result); then each GPU pair's fastest trusted implementation, lowest share of
+    its ceiling first, with the ms above the floor that share implies and a next step. Launch-bound pairs rank apart
+    (launch overhead dwarfs their floor: their small shares would head any list), then pairs with no share; a CPU
+    run gets the first list only."""
     dev = results.get("device") or {}
     lines = ["# What to fix first", "",
              f"From the run on {dev.get('name', '?')} at commit `{results.get('git_commit', '?')}`"
              f"{' (--quick: a smoke run, not results)' if results.get('quick') else ''}, by common/verdict.py. "
              "Untrusted figures come first; then each pair's fastest verified implementation, furthest from its "
-             "measured ceiling first.", ""]
+             "measured ceiling first.", "", "## Not trusted: fix these before reading any speedup", ""]
     untrusted = [line for pair in results.get("pairs", []) for line in _untrusted(pair)]
-    lines += ["## Not trusted: fix these before reading any speedup", ""]
     lines += [f"{i}. {line}" for i, line in enumerate(untrusted, 1)] or ["None: every variant that ran verified."]
     ranked, launch, apart = [], [], []
     for pair in results.get("pairs", []):
@@ -288,12 +238,11 @@ def recommendations(results: dict) -> str:
         if device_type(results, pair) not in (None, "cuda") or best is None:
             continue
         key, bound = f"ch{pair.get('chapter')}/{pair.get('name')}", str(pair.get("bound"))
-        pct = best.get("pct_of_ceiling")
-        if pct is None:
+        if best.get("pct_of_ceiling") is None:
             apart.append(f"- **{key}** ({best['name']}, {best['median_ms']:.4g} ms): no share of a ceiling"
                          f"{': ' + best['ceiling_note'] if best.get('ceiling_note') else ''}")
-            continue
-        (launch if bound == "launch" else ranked).append((pct, key, bound, best))
+        else:
+            (launch if bound == "launch" else ranked).append((best["pct_of_ceiling"], key, bound, best))
     if any(device_type(results, p) not in (None, "cuda") for p in results.get("pairs", [])):
         lines += ["", "Pairs run on a CPU are not ranked: a CPU's figures check that the code runs; they are not results."]
     for title, items in (("Furthest from the ceiling", ranked), ("Launch-bound, ranked apart", launch)):
@@ -307,14 +256,13 @@ def recommendations(results: dict) -> str:
 
 
 def _recommendation(i: int, pct: float, key: str, bound: str, best: dict) -> list[str]:
-    """One ranked item: the figure, then the next step (common.verdict's rules, or what the time above the floor
-    is for this bound)."""
+    """One ranked item: the figure, then the next step (the rules, or ABOVE_THE_FLOOR for this bound)."""
     left = best["median_ms"] * max(0.0, 1.0 - pct / 100.0)
     head = (f"{i}. **{key}**: {best['name']} at {pct:.1f}% of {best.get('ceiling') or 'its ceiling'} ({bound}-bound), "
             f"{best['median_ms']:.4g} ms a call, {left:.4g} ms above the floor that share implies.")
-    m = {"pct_of_ceiling": pct, "bound": bound}
-    if best.get("kernels_per_call"):
-        m.update(kernels_per_step=best["kernels_per_call"], mean_kernel_us=1000.0 * best["median_ms"] / best["kernels_per_call"])
+    m, kernels = {"pct_of_ceiling": pct, "bound": bound}, best.get("kernels_per_call")
+    if kernels:
+        m.update(kernels_per_step=kernels, mean_kernel_us=1000.0 * best["median_ms"] / kernels)
     steps = [f"   {f.line()[2:]}" for f in verdict(m, device_type="cuda")]
     if bound in ABOVE_THE_FLOOR:
         steps.append(f"   Next: {ABOVE_THE_FLOOR[bound]}.")

@@ -316,3 +316,14 @@ def test_a_pair_file_takes_only_its_own_options():
 def test_help_says_where_runs_go(run_bench):
     proc = run_bench("--help")
     assert "profiles/runs/" in proc.stdout and "git ignores" in proc.stdout
+
+
+def test_a_pair_needing_more_gpus_than_visible_is_one_line_from_the_gpu_count_the_cli_reads(monkeypatch, capsys):
+    """The CLI hands Pair.cannot_run the GPU count torch sees: a two-process pair named with --pair on a
+    one-GPU machine is refused in one line before anything runs (GPU simulated: is_available and device_count)."""
+    import torch
+    from common.cli import main
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert main(["--pair", "ch4/small_allreduce", "--device", "cuda", "--no-report"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "error: ch4/small_allreduce needs 2 GPUs; 1 visible"

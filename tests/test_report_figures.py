@@ -351,8 +351,8 @@ def test_write_report_without_figures_writes_the_summary_and_results_only(tmp_pa
 
 def test_imports_run_downhill_and_reading_results_loads_no_figures(tmp_path):
     """Imports run downhill: files (a leaf) <- results <- report, and results <- figures, which the report
-    loads only to draw (no cycle, no callback). Reading and summarising results loads neither
-    common.figures nor matplotlib."""
+    loads only to draw (no cycle, no callback). Reading, summarising and comparing results (and the
+    recommendations) loads neither common.figures nor matplotlib, nor torch."""
     import ast
     import subprocess
     import sys
@@ -368,10 +368,10 @@ def test_imports_run_downhill_and_reading_results_loads_no_figures(tmp_path):
     assert not [n for n in ast.walk(figures_tree) if isinstance(n, ast.ImportFrom) and n.module == "common.report"]
     (tmp_path / "results.json").write_text(json.dumps(run_with_failures()))
     code = ("import json, sys; from common.report import compare_runs, summary_markdown\n"
-            "from common.results import validate_results\n"
+            "from common.results import validate_results; from common.verdict import recommendations\n"
             f"doc = json.load(open({str(tmp_path / 'results.json')!r}))\n"
-            "assert validate_results(doc) == []; summary_markdown(doc); compare_runs(doc, doc)\n"
-            "print(sorted(m for m in sys.modules if m == 'common.figures' or m.startswith('matplotlib')))")
+            "assert validate_results(doc) == []; summary_markdown(doc); compare_runs(doc, doc); recommendations(doc)\n"
+            "print(sorted(m for m in sys.modules if m in ('common.figures', 'torch') or m.startswith('matplotlib')))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr[-2000:]
 
