@@ -1,20 +1,15 @@
 """The command line: benchmark.py's, and a pair file's (`python ch1/baseline_x.py` runs only that pair).
 
-A run, in order:
-1. --compare and --list need no device: they read files and exit.
-2. Select the pairs (common.discover) and import them. A file that breaks the
-   contract is reported as FAILED to load, never as a traceback.
-3. Check every input before the first pair runs: the device, the profiler, a
-   pair named with --pair that cannot run here, the output folder.
-4. The device's ceilings (common.peaks).
-5. Each pair in its own process (common.launch). A pair that cannot run on
-   this device is skipped without starting one.
-6. The report (common.report). On Ctrl-C or SIGTERM: the workers are stopped,
-   the pairs that finished are written, marked interrupted, exit 128 + signal.
+A run, in order: --compare and --list read files and exit (no device); select and import the pairs (a file
+that breaks the contract is FAILED to load, never a traceback); check every input before the first pair (device,
+profiler, a --pair that cannot run here, the output folder); the ceilings (common.peaks); each pair in its own
+process (common.launch), one that cannot run here skipped without one; the report (common.report). On Ctrl-C or
+SIGTERM the workers are stopped and the finished pairs written, marked interrupted; exit 128 + signal.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import itertools
 import json
@@ -74,7 +69,6 @@ class ArgParser(argparse.ArgumentParser):
 
 class Interrupted(BaseException):
     """SIGINT (as KeyboardInterrupt) or SIGTERM arrived; BaseException so that no `except Exception` eats it."""
-
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
@@ -102,36 +96,32 @@ def build_parser(pair_file: Path | None = None) -> argparse.ArgumentParser:
                         help="run one pair, by name or chN/name (repeatable), e.g. --pair batched_gemm")
         ap.add_argument("--list", action="store_true",
                         help="list chapters, pairs and variants with a line each, then exit, e.g. --list --chapter 11")
-    ap.add_argument("--quick", action="store_true",
-                    help=f"smoke run: each pair's small size and a {QUICK_BUDGET_S} s timing budget per variant, "
-                         f"e.g. --quick")
+    ap.add_argument("--quick", action="store_true", help=f"smoke run: each pair's small size and a {QUICK_BUDGET_S} "
+                    f"s timing budget per variant, e.g. --quick")
     ap.add_argument("--device", choices=("cuda", "cpu"),
                     help="default: cuda when a GPU is visible, else cpu, e.g. --device cpu to try the CPU paths")
-    ap.add_argument("--budget", type=float, metavar="S",
-                    help=f"timing budget per variant in seconds (default {BUDGET_S:g}, --quick {QUICK_BUDGET_S}), "
-                         f"e.g. --budget 5")
+    ap.add_argument("--budget", type=float, metavar="S", help=f"timing budget per variant in seconds (default "
+                    f"{BUDGET_S:g}, --quick {QUICK_BUDGET_S}), e.g. --budget 5")
     ap.add_argument("--timeout", type=float, default=600, metavar="S",
-                    help="stop a pair's process S seconds after it has loaded the pair (its start and the torch "
-                         "import are not counted) and record it as failed, keeping the variants it finished "
-                         "(default 600), e.g. --timeout 120")
-    ap.add_argument("--sizes", type=int, nargs="+", metavar="N",
-                    help="run each pair that takes a size once per size, one report row each (what a size counts is "
-                         "the pair's: its baseline's SWEEP says); pairs that take none are left out, "
-                         "e.g. --sizes 4096 8192")
+                    help="stop a pair's process S seconds after it has loaded the pair (its start and the torch import "
+                         "are not counted) and record it as failed, keeping the variants it finished (default 600), "
+                         "e.g. --timeout 120")
+    ap.add_argument("--sizes", type=int, nargs="+", metavar="N", help="run each pair that takes a size once per size, "
+                    "one report row each (what a size counts is the pair's: its baseline's SWEEP says); pairs that "
+                    "take none are left out, e.g. --sizes 4096 8192")
     ap.add_argument("--dtypes", nargs="+", choices=SWEEP_DTYPES, metavar="DTYPE",
                     help=f"as --sizes, for the input dtype ({', '.join(SWEEP_DTYPES)}); with --sizes, every "
                          f"combination, e.g. --dtypes float32 bfloat16")
     ap.add_argument("--profile", choices=("torch", "nsys", "ncu"),
                     help="also profile each variant's timed call: torch.profiler trace (Chrome/Perfetto JSON), "
                          "or an nsys / ncu report, written next to results.json, e.g. --profile torch")
+    ap.add_argument("--output", type=Path, metavar="DIR", help=(
+        "also write the report (results.json, summary.md, figures) into DIR; default: print the comparison only, "
+        "e.g. --output /tmp/run1" if pair_file else
+        "report folder (default: a new folder profiles/runs/<date>-<device>/, which git ignores), "
+        "e.g. --output /tmp/run1"))
     if pair_file:
-        ap.add_argument("--output", type=Path, metavar="DIR",
-                        help="also write the report (results.json, summary.md, figures) into DIR; "
-                             "default: print the comparison only, e.g. --output /tmp/run1")
         return ap
-    ap.add_argument("--output", type=Path, metavar="DIR",
-                    help="report folder (default: a new folder profiles/runs/<date>-<device>/, which git ignores), "
-                         "e.g. --output /tmp/run1")
     ap.add_argument("--peaks", action="store_true",
                     help="(re)measure this device's ceilings (copy GB/s, matmul TFLOP/s per dtype, launch µs) and "
                          "cache them in profiles/peaks/; alone, only that, e.g. --peaks")
@@ -139,9 +129,8 @@ def build_parser(pair_file: Path | None = None) -> argparse.ArgumentParser:
                     help="print per-variant changes between two results.json files; exit 1 on regressions, "
                          "e.g. --compare profiles/a/results.json profiles/b/results.json")
     ap.add_argument("--root", type=Path, default=REPO_ROOT, help=argparse.SUPPRESS)  # chapters elsewhere (tests)
-    ap.add_argument("--no-report", action="store_true",
-                    help="print the comparison only; write no files (what running a pair file does), "
-                         "e.g. --no-report --pair batched_gemm")
+    ap.add_argument("--no-report", action="store_true", help="print the comparison only; write no files (what "
+                    "running a pair file does), e.g. --no-report --pair batched_gemm")
     return ap
 
 
@@ -155,28 +144,27 @@ def _shown(p: Path) -> str:
     return str(p.relative_to(REPO_ROOT)) if p.is_relative_to(REPO_ROOT) else str(p)
 
 
+def _stdout(cmd: list[str], timeout: float, cwd: Path | None = None) -> str | None:
+    """cmd's stdout, stripped, or None where it cannot run or times out."""
+    try:
+        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def git_commit() -> str:
     if os.environ.get("GIT_COMMIT"):  # a copy of the tree without .git (a remote GPU machine) passes it in
         return os.environ["GIT_COMMIT"]
-    try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                             timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return (sha or "unknown") + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    sha = _stdout(["git", "rev-parse", "--short", "HEAD"], 10, REPO_ROOT)
+    dirty = None if sha is None else _stdout(["git", "status", "--porcelain", "--untracked-files=no"], 10, REPO_ROOT)
+    return "unknown" if dirty is None else (sha or "unknown") + ("-dirty" if dirty else "")
 
 
 def driver_version() -> str | None:
     if not shutil.which("nvidia-smi"):
         return None
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout.strip()
-        return out.splitlines()[0] if out else None
-    except (OSError, subprocess.SubprocessError):
-        return None
+    out = _stdout(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], 20)
+    return out.splitlines()[0] if out else None
 
 
 def device_info(device, peaks: dict) -> dict:
@@ -198,8 +186,7 @@ def new_run_dir(label: str, now: dt.datetime | None = None) -> Path:
 
 
 def default_report_dir(label: str, now: dt.datetime | None = None) -> Path:
-    """profiles/runs/<date>-<label>/, created here, with -2, -3, ... when another run took that name in
-    the same second: two runs never write into one folder."""
+    """profiles/runs/<date>-<label>/, created here (-2, -3, ... when taken): two runs never share a folder."""
     return new_run_folder(_slug(label), runs=RUNS_DIR, now=now)
 
 
@@ -210,8 +197,7 @@ def prepare_output(outdir: Path) -> str | None:
         return f"--output {outdir}: exists and is not a folder; give a folder for the report"
     try:
         outdir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=outdir):
-            pass
+        tempfile.TemporaryFile(dir=outdir).close()
     except OSError as e:
         return f"cannot write the report into {outdir}: {e.strerror or e}; choose another folder with --output DIR"
     return None
@@ -220,8 +206,7 @@ def prepare_output(outdir: Path) -> str | None:
 def pair_of(path: Path, root: Path) -> tuple[int, str] | None:
     """(chapter, pair name) of a baseline or optimized file, or None when it belongs to no pair."""
     path = Path(path).resolve()
-    m = re.fullmatch(r"ch(\d+)", path.parent.name)
-    if not m:
+    if not (m := re.fullmatch(r"ch(\d+)", path.parent.name)):
         return None
     for name, (base, opts) in pair_files(path.parent).items():
         if path == base.resolve() or path in [o.resolve() for o in opts]:
@@ -338,8 +323,7 @@ def compare(paths: list[Path]) -> int:
 
 
 def _refused_option(argv: list[str], pair_file: Path) -> str | None:
-    for a in argv:
-        flag = a.split("=", 1)[0]
+    for flag in (a.split("=", 1)[0] for a in argv):
         if flag in NOT_FOR_A_PAIR_FILE:
             return (f"{flag} is an option of benchmark.py; python {_shown(pair_file)} runs only its own pair "
                     f"(see --help; for others: python benchmark.py {flag} ...)")
@@ -408,10 +392,8 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
 
 def _parse(argv: list[str], pair_file: Path | None):
     """(args, the command as typed), or an exit status for a bad command line."""
-    if pair_file:
-        refused = _refused_option(argv, pair_file)
-        if refused:
-            return fail(refused)
+    if pair_file and (refused := _refused_option(argv, pair_file)):
+        return fail(refused)
     args = build_parser(pair_file).parse_args(argv)
     if not pair_file:
         command = f"python benchmark.py {' '.join(argv)}".strip()
@@ -420,8 +402,7 @@ def _parse(argv: list[str], pair_file: Path | None):
         if owner is None:
             return fail(f"{_shown(pair_file)} belongs to no pair: a pair is baseline_<pair>.py; {VARIANT_RULE}")
         args.chapter, args.pair = [owner[0]], [f"ch{owner[0]}/{owner[1]}"]
-        args.list = args.peaks = False
-        args.compare = None
+        args.list, args.peaks, args.compare = False, False, None
         args.root = Path(pair_file).resolve().parent.parent
         args.no_report = args.output is None and not args.profile  # profiler traces need a folder
         command = f"python {_shown(pair_file)} {' '.join(argv)}".strip()
@@ -435,8 +416,7 @@ def _device_for(args, selection, loaded):
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if args.profile in ("nsys", "ncu") and device.type != "cuda":
         return f"--profile {args.profile} needs a CUDA GPU"
-    missing = tool_missing(args.profile)
-    if missing:
+    if missing := tool_missing(args.profile):
         return missing
     if args.pair:  # a pair asked for by name that cannot run here is bad input, not a skip
         for (c, name, _, _), pair in zip(selection, loaded):
@@ -457,14 +437,13 @@ def gpus_visible(device) -> int:
 
 def _run_all(args, selection, loaded, device, outdir, results, only_peaks):
     """Ceilings, then every pair; returns (ceilings, the signal that stopped the run or None)."""
-    previous = None
-    try:
+    previous = peaks = None
+    with contextlib.suppress(ValueError):  # not the main thread: SIGTERM keeps its default
         previous = signal.signal(signal.SIGTERM, _raise_interrupted)
-    except ValueError:  # not the main thread: SIGTERM keeps its default
-        pass
-    peaks = None
     try:
-        peaks = _peaks(device, args.peaks)
+        peaks = ceilings.load_or_measure(device, refresh=args.peaks, log=lambda m: print(m, file=sys.stderr))
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
         if not only_peaks:
             _run_pairs(selection, loaded, device, peaks, args, outdir, results)
         return peaks, None
@@ -495,11 +474,9 @@ def _report(args, command, selection, device, peaks, outdir, created, stamp, res
            "pairs": results}
     if interrupted:
         doc.update(interrupted=True, not_run=not_run)
-    if outdir is None:
-        print(summary_markdown(doc))
-    else:
-        written = write_report(doc, outdir)
-        print(summary_markdown(doc))
+    written = None if outdir is None else write_report(doc, outdir)
+    print(summary_markdown(doc))
+    if written is not None:
         print("wrote " + ", ".join(_shown(p) for p in written), file=sys.stderr)
     if interrupted:
         return 128 + interrupted
@@ -511,9 +488,8 @@ def _report(args, command, selection, device, peaks, outdir, created, stamp, res
 
 
 def _drop_beaten_ceilings(results: list[dict], device) -> None:
-    """The physics check's rule, applied to the ceilings: a verified result that beat its floor by more than
-    10% may mean the cached ceilings were measured on a busy machine. They are not reused silently: the
-    cache is dropped, and the next run measures them again."""
+    """The physics check's rule, applied to the ceilings: a verified result that beat its floor by more than 10%
+    may mean the cached ceilings were measured on a busy machine, so the cache is dropped and measured again."""
     beaten = [v for r in results for v in [r.get("baseline") or {}] + r.get("variants", [])
               if "floor its workload implies" in (v.get("suspect") or "")]
     if beaten:
@@ -525,24 +501,13 @@ def _topology() -> str | None:
     """How the GPUs are linked (`nvidia-smi topo -m`), where there are several."""
     if not (torch.cuda.is_available() and torch.cuda.device_count() > 1 and shutil.which("nvidia-smi")):
         return None
-    try:
-        return subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=20).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _peaks(device, refresh: bool) -> dict:
-    peaks = ceilings.load_or_measure(device, refresh=refresh, log=lambda m: print(m, file=sys.stderr))
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    return peaks
+    return _stdout(["nvidia-smi", "topo", "-m"], 20)
 
 
 def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None, results: list[dict]) -> None:
     """Run each pair in its own process, appending to `results` as each one finishes (an interrupt keeps them).
-
-    Each pair's worker is started ahead as a spare (common.launch.Spare), so its interpreter and torch import
-    overlap the extensions' build or the pair before it, never a pair's timing by the host's clock."""
+    Each worker is started ahead as a spare (common.launch.Spare): its interpreter and torch import overlap the
+    extensions' build or the pair before it, never a pair's timing by the host's clock."""
     n = len(selection)
     print(f"{n} pair(s) on {peaks['device']} ({device.type})" + (", quick" if args.quick else ""), file=sys.stderr)
     started = time.monotonic()
@@ -589,9 +554,7 @@ def _build_ahead(files: list[Path], device) -> None:
 
 
 class Spares:
-    """The next pair's worker, started ahead (common.launch.Spare) for the first pair after a given index that
-    takes one."""
-
+    """The next pair's worker, started ahead (common.launch.Spare) for the first later pair that takes one."""
     def __init__(self, bases: list[Path], takes: list[bool]):
         self.bases, self.takes, self.spare = bases, takes, None
 
@@ -633,9 +596,8 @@ def _run_one(spec: RunSpec, pair, i: int, spares: Spares, timeout_s: float) -> d
 
 
 def _stages_text(r: dict) -> str:
-    """Where a pair's wall time went: the worker's start (interpreter, imports, CUDA), the reference
-    workload, then each step summed over the baseline and its variants (prepare, verify, timed rounds, the
-    checks after timing, the profile)."""
+    """Where a pair's wall time went: the worker's start (interpreter, imports, CUDA), the reference workload,
+    then each step summed over the baseline and its variants (prepare, verify, timed rounds, checks, profile)."""
     parts = [f"start {r['startup_s']:.1f}"] if r.get("startup_s") is not None else []
     if r.get("setup_s") is not None:
         parts.append(f"workload {r['setup_s']:.1f}")

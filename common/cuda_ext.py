@@ -1,14 +1,11 @@
 """Build a chapter's CUDA kernels as a PyTorch extension once, then reuse the build.
 
-torch.utils.cpp_extension.load compiles with nvcc and ninja into
-build/ext/<name>-sm<XY>/ and rebuilds only when a source or flag changes; later
-processes (each pair runs in its own) import the cached library.
-
-benchmark.py builds every extension the selected pairs load at once, in
-parallel, before the first pair starts (`build_declared`): a pair's worker
-then only imports it, and no pair's wall time holds a compiler's. It finds
-them by reading the pair files for `load_extension("name", "src", ...)` calls
-written with literal arguments; any other call still builds on first use.
+torch.utils.cpp_extension.load compiles with nvcc and ninja into build/ext/<name>-sm<XY>/ and rebuilds
+only when a source or flag changes; later processes (each pair runs in its own) import the cached
+library. benchmark.py builds every extension the selected pairs load at once, in parallel, before the
+first pair starts (`build_declared`), so no pair's wall time holds a compiler's. It finds them in the
+pair files' `load_extension("name", "src", ...)` calls with literal arguments; any other call still
+builds on first use.
 
     python -m common.cuda_ext NAME SOURCE...    # build one (what build_declared runs)
 """
@@ -41,7 +38,6 @@ def build_dir(name: str, capability: tuple[int, int]) -> Path:
 @functools.lru_cache(maxsize=None)
 def load_extension(name: str, *sources: str):
     from torch.utils import cpp_extension  # heavy (setuptools, ninja checks): only where a pair loads a kernel
-
     if not torch.cuda.is_available():
         raise ExtensionUnavailable(f"{name}: needs a CUDA GPU")
     if shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"):

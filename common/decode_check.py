@@ -1,28 +1,24 @@
 """The logits-and-margin rule: did a decoder (speculative, tensor-parallel, paged, graphed) keep the target's output?
 
-Greedy decoding turns logits into tokens with an argmax, and an argmax is not continuous: where the
-top two logits are closer than the arithmetic's rounding, two correct implementations may pick
-different tokens, and from there their sequences (and every later logit) differ. Comparing the
-generated tokens, or the logits along two different sequences, would then fail a correct decoder.
-So the check has two parts:
-
+Greedy decoding picks tokens by argmax, which is not continuous: where the top two logits are closer
+than the arithmetic's rounding, two correct implementations may pick different tokens, and from there
+their sequences (and every later logit) differ. Comparing generated tokens, or logits along two
+different sequences, would fail a correct decoder. So the check has two parts:
 1. Logits, teacher-forced: the candidate's logits at every position, computed on the *reference's*
-   tokens, match the reference's logits within the precision's tolerance (common.verify's two
-   bounds, norm-wise and element-wise relative to the row's largest logit).
+   tokens, match the reference's within the precision's tolerance (common.verify's two bounds,
+   norm-wise and element-wise relative to the row's largest logit).
 2. Tokens: wherever the reference's top-two margin exceeds twice the largest error an element may
    have (so no allowed error can swap the two), the candidate's free-running greedy token is the
-   reference's. The first position where the candidate departs from the reference sequence must be
-   a near-tie; after it, the sequences are different and are not compared further.
-
-It reports the token agreement (the share of positions where the free-running candidate's token is
-the reference's), the number of near-ties, and where a failure happened.
+   reference's. The first position where the candidate departs must be a near-tie; after it the
+   sequences differ and are not compared further.
+It reports the token agreement (share of positions where the free-running candidate's token is the
+reference's), the number of near-ties, and where a failure happened.
 
 `check_decode` needs the candidate's teacher-forced logits (chapter 16's scripts and tests compute
-them). The harness itself sees only what a timed call returns, the logits along the candidate's own
-free-running sequence; a pair whose baseline sets `COMPARE = "logits_margin"` is verified with
-`compare_logits_margin`, the same rule applied to that: logits compared up to and including the
-first position where the greedy tokens differ, and that position must be a near-tie.
-"""
+them). The harness sees only what a timed call returns, the logits along the candidate's own
+free-running sequence; a baseline with `COMPARE = "logits_margin"` is verified by
+`compare_logits_margin`, the same rule applied to that: logits compared up to and including the first
+position where the greedy tokens differ, and that position must be a near-tie."""
 from __future__ import annotations
 
 import dataclasses
@@ -54,8 +50,7 @@ def check_decode(ref_tokens, ref_logits, tf_logits, out_tokens=None, precision: 
     """ref_tokens (..., n) and ref_logits (..., n, V): the reference's greedy run.
     tf_logits (..., n, V): the candidate's logits teacher-forced on ref_tokens.
     out_tokens (..., n): the candidate's own free-running greedy tokens (optional).
-    Leading dimensions (a batch) are flattened; each sequence is checked on its own.
-    """
+    Leading dimensions (a batch) are flattened; each sequence is checked on its own."""
     tol, elem_tol = TOLERANCE[precision]
     ref, cand = _rows(ref_logits), _rows(tf_logits)
     if ref.shape != cand.shape:
@@ -106,11 +101,9 @@ def compare_logits_margin(ref: list[torch.Tensor], out: list[torch.Tensor], prec
                           allowed_dtypes: tuple = ()) -> Verdict:
     """common.verify.verify_outputs's signature, for outputs whose first tensor is free-running logits (..., n, V).
 
-    Each sequence's logits must match up to and including the first position where the two greedy
-    tokens differ (both were computed on the same prefix there), and that position must be a
-    near-tie of the reference; later positions lie on different sequences and are not compared.
-    Any further outputs are compared as usual.
-    """
+    Each sequence's logits must match up to and including the first position where the greedy tokens
+    differ (both computed on the same prefix there), a near-tie of the reference; later positions lie
+    on different sequences. Any further outputs are compared as usual."""
     if len(ref) != len(out) or not ref:
         return Verdict(False, f"returned {len(out)} tensors, baseline returned {len(ref)}")
     r, o = ref[0], out[0]

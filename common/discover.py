@@ -1,9 +1,7 @@
 """Find chapters and their pairs by file name; nothing is registered by hand.
 
-A pair is `baseline_<pair>.py` plus its variants, `optimized_<pair>.py` and
-`optimized_<pair>_<suffix>.py`. Any other `optimized_*.py` (a typo, or
-`optimized_<pair>2.py`) belongs to no pair: it is reported, never run.
-"""
+A pair is `baseline_<pair>.py` plus its variants, `optimized_<pair>.py` and `optimized_<pair>_<suffix>.py`.
+Any other `optimized_*.py` (a typo, or `optimized_<pair>2.py`) belongs to no pair: reported, never run."""
 from __future__ import annotations
 
 import re
@@ -21,12 +19,8 @@ class UnknownSelection(Exception):
 
 
 def chapter_dirs(root: Path = REPO_ROOT) -> dict[int, Path]:
-    found = {}
-    for d in sorted(Path(root).iterdir()):
-        m = CHAPTER_DIR.match(d.name)
-        if d.is_dir() and m:
-            found[int(m.group(1))] = d
-    return dict(sorted(found.items()))
+    matches = ((CHAPTER_DIR.match(d.name), d) for d in sorted(Path(root).iterdir()))
+    return dict(sorted((int(m.group(1)), d) for m, d in matches if m and d.is_dir()))
 
 
 VARIANT_RULE = "variants are named optimized_<pair>.py or optimized_<pair>_<suffix>.py"
@@ -71,9 +65,8 @@ def _stderr(message: str) -> None:
 
 
 def load_pair(chapter: int, name: str, baseline: Path, optimized: list[Path]) -> Pair:
-    base = Variant("baseline", baseline, load_module(baseline))
-    variants = [Variant(p.stem, p, load_module(p)) for p in optimized]
-    pair = Pair(chapter, name, base, variants)
+    pair = Pair(chapter, name, Variant("baseline", baseline, load_module(baseline)),
+                [Variant(p.stem, p, load_module(p)) for p in optimized])
     check_contract(pair)
     return pair
 
@@ -84,8 +77,7 @@ def select(chapters: list[int] | None = None, pairs: list[str] | None = None,
 
     A pair may be named `name` or `chN/name`. Raises UnknownSelection naming the valid choices, also for a
     chapter that has no pairs yet (running nothing is not a successful run). `warn` gets one message per
-    optimized file that belongs to no pair in the chapters looked at.
-    """
+    optimized file that belongs to no pair in the chapters looked at."""
     dirs = chapter_dirs(root)
     with_pairs = [c for c, d in dirs.items() if pair_files(d)]
     if chapters:

@@ -1,10 +1,8 @@
-"""Write a file atomically: every report, result and cache the harness writes goes through here; and
-give a run a folder of its own.
+"""Atomic file writes (every report, result and cache the harness writes) and a run's own folder.
 
-Atomic means: written to a temporary file in the same folder, flushed to disk, then renamed over
-the target. A run killed at any moment leaves either the previous file or the new one, never half
-of one. A leaf: it imports nothing from common/, so any module may use it.
-"""
+Atomic: written to a temporary file in the same folder, flushed to disk, then renamed over the target,
+so a run killed at any moment leaves the previous file or the new one, never half of one. A leaf: it
+imports nothing from common/, so any module may use it."""
 from __future__ import annotations
 
 import datetime
@@ -37,7 +35,7 @@ def atomic_write(path: Path, chunks: Iterable[str | bytes]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        # mkstemp creates the file 0600; a report is for reading, so give it the mode open() would (0644 under umask 022)
+        # mkstemp creates it 0600; a report is for reading: the mode open() would give (0644 under umask 022)
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:

@@ -1,16 +1,13 @@
 """Each variant's own copy of the workload, and what the harness checks on it.
 
-Every variant (the baseline too) gets a workload built afresh from the seed, so a variant that
-writes into its inputs harms nobody else. The harness keeps two untouched references beside it:
-the seed-A workload as built, and seed B's values of the per-call inputs. With them it can
-
-- feed:      overwrite the per-call inputs in place with seed A's or seed B's values, as a real
-             loop fills its input buffers with the next batch (the prepared callable must then
-             return the new answer: its work happens when it is called);
-- restore:   the state a call updates by design (Workload.updated) is among what `feed` writes,
-             so every verification call starts from it as built;
-- modified:  name every input a call changed that it had no right to change.
-"""
+Every variant (the baseline too) gets a workload built afresh from the seed, so a variant that writes
+into its inputs harms nobody else. Two untouched references sit beside it: the seed-A workload as
+built, and seed B's per-call values. With them the harness can
+- feed:      overwrite the per-call inputs in place with seed A's or B's values, as a real loop fills
+             its buffers with the next batch (the prepared callable must then return the new answer);
+- restore:   the declared state (Workload.updated) is among what `feed` writes, so every
+             verification call starts from it as built;
+- modified:  name every input a call changed that it had no right to change."""
 from __future__ import annotations
 
 import secrets
@@ -18,7 +15,7 @@ import secrets
 import torch
 import torch.distributed as dist
 
-from common.pair import ContractError, Pair, Workload
+from common.pair import ContractError, Pair
 from common.verify import check_inputs_random, same_bits
 
 SHIFT_STEP = 2**31 - 1  # a prime: i * SHIFT_STEP mod n differs for every i < n (n < 2**31)
@@ -29,17 +26,13 @@ class InputTampered(Exception):
     """A variant replaced an input object or changed its class; the message names it."""
 
 
-def tensor_names(w: Workload) -> list[str]:
-    return [k for k, v in w.inputs.items() if isinstance(v, torch.Tensor)]
-
-
 class References:
     """The untouched inputs every variant's copy is fed from and checked against."""
 
     def __init__(self, pair: Pair, device: torch.device, quick: bool):
         self.pair, self.device, self.quick = pair, device, quick
         self.a = pair.workload(seed=SEEDS[0], device=device, quick=quick)
-        self.per_call = self.a.per_call()           # includes the declared state (it is not prepared once)
+        self.per_call = self.a.per_call()  # includes the declared state (it is not prepared once)
         self._fresh: dict | None = None  # seed B's per-call values, built when first fed
         self.seed_b: int | None = None
 
@@ -59,19 +52,14 @@ class References:
                 raise ValueError(f"{self.pair.key}: {complaint} (seed {self.seed_b})")
         return self._fresh
 
-    def sources(self, which: str) -> dict:
-        """Where seed `which`'s per-call values come from: "a" or "b"."""
-        return self.a.inputs if which == "a" else self.fresh
-
     def own_copy(self) -> "OwnInputs":
         return OwnInputs(self)
 
 
 def rotate_into(dst: torch.Tensor, src: torch.Tensor, shift: int) -> None:
-    """dst = src rotated by `shift` places over its flattened elements, written in place without a
-    temporary (two slice copies: the timed loop feeds up to a GiB this way)."""
-    s = src.reshape(-1)
-    n = s.numel()
+    """dst = src rotated by `shift` places over its flattened elements, in place without a temporary
+    (two slice copies: the timed loop feeds up to a GiB this way)."""
+    s, n = src.reshape(-1), src.numel()
     k = shift % n if n else 0
     if not dst.is_contiguous():  # transposed, channels_last, a slice: through a temporary, in its own layout
         dst.copy_(s.roll(k).view(src.shape))
@@ -100,23 +88,20 @@ class OwnInputs:
     def swapped(self) -> str | None:
         """An input the variant replaced in the workload, or turned into another class (which could notice
         the harness writing new values): the harness then no longer feeds what the call reads."""
-        for k, t in self.objects.items():
-            if self.w.inputs.get(k) is not t or type(t) is not type(self.refs.a.inputs[k]):
-                return k
-        return None
+        return next((k for k, t in self.objects.items()
+                     if self.w.inputs.get(k) is not t or type(t) is not type(self.refs.a.inputs[k])), None)
 
     def feed(self, which: str, shift: int | None = None) -> None:
         """Overwrite the per-call inputs (and the declared state) in place with seed `which`'s values.
 
-        With `shift`, every floating-point per-call input gets those values rotated by `shift` places
-        (a new set of the same values for each shift below its size). Integer inputs (token ids,
-        lengths) are copied as they are, and the declared state is left alone.
-        """
+        With `shift`, every floating-point per-call input gets those values rotated by `shift` places (a
+        new value set for each shift below its size); integer inputs (token ids, lengths) are copied as
+        they are, and the declared state is left alone."""
         swapped = self.swapped()
         if swapped:
             raise InputTampered(f"replaced input {swapped!r} (or changed its class): the call must read the "
                                 f"tensors the workload gave it")
-        src = self.refs.sources(which)
+        src = self.refs.a.inputs if which == "a" else self.refs.fresh
         # Through .data: the tensor's version counter does not move, so a cache keyed on it (or on the
         # data pointer) sees "unchanged" input and is caught returning its old answer.
         derived = self.refs.a.derived
@@ -145,9 +130,9 @@ class OwnInputs:
         """The i-th value set never fed before (seed B's values rotated by i * SHIFT_STEP places), into the
         per-call inputs only: the timed loop's feed. The declared state is left as the calls update it.
 
-        The step is a prime larger than any input, so the first numel shifts are all different; and
-        consecutive value sets are not neighbouring rotations (by 1, 2, 3 places), which a cache keyed on
-        a strided sample of the input would see as the same few keys again and again."""
+        The step is a prime larger than any input, so the first numel shifts all differ, and consecutive
+        sets are not neighbouring rotations (1, 2, 3 places), which a cache keyed on a strided sample of
+        the input would see as the same few keys again and again."""
         self.feed("b", shift=i * SHIFT_STEP)
 
     def expected(self, name: str, which: str) -> torch.Tensor:
@@ -170,11 +155,7 @@ class OwnInputs:
         swapped = self.swapped()
         if swapped:
             return [swapped]
-        out = []
-        for k in tensor_names(self.refs.a):
-            if k in self.refs.a.updated:
-                continue
-            mine = self.w.inputs.get(k)
-            if not isinstance(mine, torch.Tensor) or not same_bits(mine, self.expected(k, which)):
-                out.append(k)
-        return out
+        a = self.refs.a
+        watched = [k for k, v in a.inputs.items() if isinstance(v, torch.Tensor) and k not in a.updated]
+        return [k for k in watched if not isinstance(self.w.inputs.get(k), torch.Tensor)
+                or not same_bits(self.w.inputs[k], self.expected(k, which))]

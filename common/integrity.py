@@ -3,10 +3,9 @@
 A variant runs in the harness's process, so it could patch the clock the harness reads, the function
 that verifies it, or `torch.Tensor.__matmul__` to slow the baseline down. The harness records every
 such function before any pair file is imported, checks them after each variant's prepare(),
-verification and timing, names the first one that changed, and puts the originals back so that
-nothing leaks into the next variant. (Code in the same process can always outwit code it shares the
-process with; this makes the rule explicit and catches the plain ways of breaking it.)
-"""
+verification and timing, names the first one that changed, and puts the originals back. (Code in the
+same process can always outwit code it shares it with; this makes the rule explicit and catches the
+plain ways of breaking it.)"""
 from __future__ import annotations
 
 import inspect

@@ -1,33 +1,23 @@
-"""Start one process per pair, with a timeout, and collect what each one reports.
+"""Start one process per pair (through torchrun where NPROC > 1), with a timeout, and collect what each reports.
 
-benchmark.py decides a pair's run once, as a `RunSpec`; the worker
-(`python -m common.run SPEC.json`) reads it and writes the spec's result
-file as soon as its pair is loaded, and again after every stage, with the
-variants finished so far and `in_progress` naming the variant and stage it
-is in. So:
+benchmark.py decides a pair's run once, as a `RunSpec`; the worker (`python -m common.run SPEC.json`) writes the
+spec's result file once its pair is loaded and again after every stage, with the variants finished so far and
+`in_progress` naming the variant and stage it is in. So:
+- the timeout clock starts when that file first appears (interpreter, torch import and pair files get STARTUP_S
+  on their own; a worker that gets no further "did not start");
+- a pair that crashes, runs out of memory or times out keeps the variants it finished; the one it was in fails,
+  the ones it never reached are not run;
+- the worker has its own session, so a terminal's Ctrl-C never hits it mid-write; this module stops its whole
+  process group (torchrun's ranks, nsys, ncu) on a timeout or an interrupt.
 
-- the timeout clock starts when PATH first appears: the interpreter's start,
-  the torch import and loading the pair files are not counted (they get
-  STARTUP_S on their own, and a worker that does not get that far is
-  reported as "did not start");
-- a pair that crashes, runs out of memory or outlives its timeout keeps the
-  variants it finished; the one it was in is named and failed, the ones it
-  never reached are listed as not run;
-- the worker runs in its own session, so a Ctrl-C in the terminal never
-  hits it mid-write; it is this module that stops it (its whole process
-  group: torchrun's ranks, nsys, ncu), on a timeout and on an interrupt.
-
-Pairs with NPROC > 1 start through torchrun.
-
-A worker's own start (the interpreter, the torch import: about 5 s on an H100
-host) is spent ahead where it cannot disturb a measurement: `Spare` starts the
-next pair's worker, which imports and then waits on its stdin for its spec.
-benchmark.py starts it while a memory- or compute-bound pair is timed on the GPU (CUDA events, not the host's clock), and otherwise once the running
-pair has finished timing (`SPARE_AFTER`); each pair still gets a process of its own.
+A worker's own start (interpreter, torch import: about 5 s on an H100 host) is spent ahead where it cannot disturb
+a measurement: `Spare` starts the next pair's worker, which imports and waits on stdin for its spec, while a
+memory- or compute-bound pair is timed by CUDA events, else once the running pair's timing is over (`SPARE_AFTER`).
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
 import os
@@ -61,11 +51,8 @@ def _pump(stream, prefix: str, tail: collections.deque, echo: bool):
 
 @dataclasses.dataclass
 class RunSpec:
-    """One pair's run, as benchmark.py decided it: the worker reads this and derives nothing again.
-
-    The parent resolves the pair (files, sweep point, processes), the device, the budget, the ceilings
-    (the measured values themselves, not a cache to re-read) and the output folder; `python -m
-    common.run SPEC.json` loads the pair files, applies the point and runs it (common.run.main)."""
+    """One pair's run, as benchmark.py decided it (the ceilings are the measured values, not a cache to re-read);
+    `python -m common.run SPEC.json` loads the pair files, applies the point and runs it, deriving nothing again."""
     chapter: int
     pair: str                  # the pair's name, without its sweep point
     bound: str
@@ -99,10 +86,7 @@ class RunSpec:
 
 def worker_command(spec: RunSpec, spec_path: Path) -> list[str]:
     """`python -m common.run SPEC`, through torchrun for several processes, under nsys or ncu when asked."""
-    if spec.nproc > 1:
-        cmd = torchrun(spec.nproc, "common.run", str(spec_path))
-    else:
-        cmd = [*WORKER, str(spec_path)]
+    cmd = torchrun(spec.nproc, "common.run", str(spec_path)) if spec.nproc > 1 else [*WORKER, str(spec_path)]
     out = str(Path(spec.outdir or ".") / f"ch{spec.chapter}_{spec.name}")
     if spec.profile == "nsys":
         cmd = ["nsys", "profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "-t", "cuda,nvtx",
@@ -134,10 +118,8 @@ class WorkerRun:
 
 def _stop(proc: subprocess.Popen) -> None:
     """Kill the worker's process group (it has its own session) and reap it."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait()
 
 
@@ -150,17 +132,15 @@ def read_result(path: Path) -> dict | None:
 
 
 WORKER = [sys.executable, "-m", "common.run"]
-# The worker's stages (in_progress.stage of its result file) after which the next pair's spare may start when the
-# running pair is timed by the host's clock or issues work from the host (launch- and transfer-bound pairs, any
-# pair on a CPU): its timed rounds are over. The worker writes ROUNDS_OVER after its last variant's rounds.
+# The worker's stages (in_progress.stage) after which the next pair's spare may start when the running pair is timed
+# by the host's clock or issued from the host (launch- and transfer-bound pairs, any on a CPU): its rounds are over.
 ROUNDS_OVER = "rounds over"
 SPARE_AFTER = (ROUNDS_OVER, "verify after timing")
 
 
 class Spare:
-    """A worker started ahead: `python -m common.run --spare` imports torch and the harness, then waits on its
-    stdin for its arguments (a JSON list: the spec's path); an empty line or a closed stdin ends it."""
-
+    """A worker started ahead: `python -m common.run --spare` imports torch and the harness, then waits on stdin for
+    its arguments (a JSON list: the spec's path); an empty line or a closed stdin ends it."""
     def __init__(self, env: dict):
         self.env = env
         self.proc = subprocess.Popen([*WORKER, "--spare"], cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE,
@@ -193,17 +173,14 @@ def _written(path: Path) -> int | None:
 
 
 def _stage(result_path: Path) -> str | None:
-    doc = read_result(result_path)
-    return ((doc or {}).get("in_progress") or {}).get("stage")
+    return ((read_result(result_path) or {}).get("in_progress") or {}).get("stage")
 
 
 def _start(cmd: list[str], env: dict | None, spare: Spare | None) -> subprocess.Popen:
     """The spare, handed `cmd`, where it fits; else a new process (the spare, if any, is ended)."""
     if spare is not None and spare.fits(cmd, env):
-        try:
+        with contextlib.suppress(OSError):  # it ended between the check and the command line: start one as usual
             return spare.go(cmd)
-        except OSError:  # it ended between the check and the command line: start one as usual
-            pass
     if spare is not None:
         spare.discard()
     return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -214,12 +191,9 @@ def watch(cmd: list[str], result_path: Path, *, timeout_s: float, startup_s: flo
           env: dict | None = None, echo: bool = True, spare: Spare | None = None,
           on_stage: Callable[[str], None] | None = None) -> WorkerRun:
     """Run `cmd` until it exits, outlives `timeout_s` after its first result file, or writes none in `startup_s`.
-
-    `spare`: a worker started ahead with the same environment runs `cmd` instead of a new process.
-    `on_stage(stage)`: called with "started" when the first result file appears, with each stage the worker
-    reports after that, and with "exited" at the end.
-    On any exception here (KeyboardInterrupt, the SIGTERM handler's) the worker is stopped before it propagates.
-    """
+    `spare`: a worker started ahead with the same environment runs `cmd` instead of a new process. `on_stage`: called
+    with "started" when the first result file appears, each stage reported after that, and "exited" at the end.
+    On any exception here (KeyboardInterrupt, the SIGTERM handler's) the worker is stopped before it propagates."""
     tail: collections.deque = collections.deque(maxlen=TAIL_LINES)
     t0 = time.monotonic()
     proc = _start(cmd, env, spare)
@@ -269,28 +243,22 @@ def _failures(lines) -> list[tuple[str, str | None]]:
     for line in lines:
         if line.startswith("Root Cause"):
             root = len(found)
-        m = re.match(r"rank\s*:\s*(\d+)", line)
-        if m:
+        if m := re.match(r"rank\s*:\s*(\d+)", line):
             found.append([m.group(1), None])
-        m = re.match(r"exitcode\s*:\s*(-?\d+)", line)
-        if m and found and found[-1][1] is None:
+        if (m := re.match(r"exitcode\s*:\s*(-?\d+)", line)) and found and found[-1][1] is None:
             found[-1][1] = m.group(1)
     found = [tuple(f) for f in found]
     return found[root:root + 1] + found[:root] + found[root + 1:] if root is not None and root < len(found) else found
 
 
-# Exit codes that do not say a rank died: 1 is a worker's verdict on a failed pair, -15 torchrun stopping
-# the survivors once one rank has failed.
+# Exit codes that say no rank died: 1, a worker's verdict on a failed pair; -15, torchrun stopping the survivors.
 _ECHO_EXIT_CODES = ("1", "-15")
 
 
 def first_failure(tail) -> tuple[str, str | None] | None:
     """The rank whose failure ended the run, and its exit code, from torchrun's report (None without one).
-
-    torchrun names as root cause the failure with the smallest timestamp, in whole seconds, so a rank that
-    died and rank 0 ending in the same second can come out either way. A death (an exit code not in
-    _ECHO_EXIT_CODES) is preferred to its echoes.
-    """
+    torchrun's root cause is the failure with the smallest timestamp in whole seconds, so a rank that died and
+    rank 0 ending in the same second can come out either way: a death (exit code not in _ECHO_EXIT_CODES) wins."""
     found = _failures([line.strip() for line in tail if line.strip()])
     died = [f for f in found if f[1] not in _ECHO_EXIT_CODES]
     return (died or found or [None])[0]
@@ -317,11 +285,8 @@ def another_rank_died(run: "WorkerRun") -> bool:
 
 
 def settle(run: WorkerRun, *, chapter: int, name: str, bound: str, files: dict[str, Path]) -> dict:
-    """The pair's result from how its worker ended: the worker's own when it finished, else what it finished
-    plus a failed entry for the variant it was in and a not-run entry for each one it never reached.
-
-    `files`: {variant name: its file}, the baseline first ("baseline": baseline_x.py).
-    """
+    """The pair's result from how its worker ended: the worker's own when it finished, else what it finished plus
+    a failed entry for the variant it was in and a not-run one for each it never reached. `files` as RunSpec.files."""
     variant_names = list(files)
     files = {n: Path(p).name for n, p in files.items()}
     partial = run.result
@@ -335,17 +300,14 @@ def settle(run: WorkerRun, *, chapter: int, name: str, bound: str, files: dict[s
         # every result is in: the process did not end, or another rank died and rank 0 finished around it
         at = "" if run.stopped is None else " after its last variant, while exiting"
     if run.stopped == "timeout":
-        error = f"timed out after {run.timeout_s:.0f} s{at}"
-        ended = "timed out"
+        error, ended = f"timed out after {run.timeout_s:.0f} s{at}", "timed out"
     elif run.stopped == "startup":
-        error = (f"did not start: no result file after {run.startup_limit_s:.0f} s "
-                 f"(interpreter, torch import, loading the pair files)")
-        ended = "did not start"
+        error, ended = (f"did not start: no result file after {run.startup_limit_s:.0f} s "
+                        f"(interpreter, torch import, loading the pair files)"), "did not start"
     else:
         last = crash_line(run.tail)
         kind = "out of memory" if "out of memory" in last.lower() else f"exit code {run.rc}"
-        error = f"crashed ({kind}){at}: {last.strip()[-300:]}"
-        ended = "crashed"
+        error, ended = f"crashed ({kind}){at}: {last.strip()[-300:]}", "crashed"
     result = dict(partial) if partial else pair_record(chapter, name, bound)
     result.pop("in_progress", None)
     result.update(status="failed", error=error, log_tail=run.tail)
@@ -380,10 +342,7 @@ def run_in_subprocess(spec: RunSpec, *, timeout_s: float, echo: bool = True, sta
                       command: Callable[[Path], list[str]] | None = None, spare: Spare | None = None,
                       on_stage: Callable[[str], None] | None = None) -> dict:
     """Run one pair as `spec` says, in its own process, and return its result, finished or not.
-
-    `command(result_path)` replaces the worker's command line (the tests use a fake worker); `spare` and
-    `on_stage` as in `watch`.
-    """
+    `command(result_path)` replaces the worker's command (the tests' fake worker); `spare`, `on_stage` as in watch."""
     with tempfile.TemporaryDirectory(prefix="pair-") as tmp:
         spec = dataclasses.replace(spec, result=str(Path(tmp) / "result.json"))
         spec_path = Path(tmp) / "spec.json"
@@ -415,14 +374,14 @@ def worker_env(chapters: Path = REPO_ROOT) -> dict:
 def tool_missing(profile: str | None) -> str | None:
     """The one-line complaint for a profiler that is not installed, or None."""
     if profile in ("nsys", "ncu") and shutil.which(profile) is None:
-        return f"--profile {profile}: '{profile}' is not on PATH; install Nsight {'Systems' if profile == 'nsys' else 'Compute'} or use --profile torch"
+        return (f"--profile {profile}: '{profile}' is not on PATH; install Nsight "
+                f"{'Systems' if profile == 'nsys' else 'Compute'} or use --profile torch")
     return None
 
 
 def ncu_speed_of_light(report: Path, timeout_s: float = 300) -> Path | None:
-    """report's speed-of-light section (SM and memory throughput as % of peak, duration, per kernel launch) as
-    CSV beside it (<name>.sol.csv), read back with `ncu --import`; None where ncu or the report is missing or
-    the export fails (the .ncu-rep itself stays the record)."""
+    """report's speed-of-light section (SM and memory throughput as % of peak, duration, per launch) as CSV beside
+    it (<name>.sol.csv), via `ncu --import`; None where ncu or the report is missing or the export fails."""
     report = Path(report)
     if shutil.which("ncu") is None or not report.is_file():
         return None

@@ -1,16 +1,14 @@
 """Torch's global numerics flags: one known state for every variant, set and checked by the harness.
 
-A flag such as `torch.backends.cuda.matmul.allow_tf32` changes what every later matmul in the
-process computes. If a variant could set it, the flag would leak into the next variant's timing
-(an fp32 baseline timed on TF32 tensor cores reads as 660% of the fp32 ceiling). So the harness
-puts the flags in one state before each variant's prepare(), verification and timing, and checks
-after each that the variant left them alone. A variant that wants lower precision says
-`PRECISION = "tf32"`; the harness turns TF32 on for it, and only for it.
+A flag such as `torch.backends.cuda.matmul.allow_tf32` changes what every later matmul in the process
+computes; set by a variant, it would leak into the next variant's timing (an fp32 baseline timed on
+TF32 tensor cores reads as 660% of the fp32 ceiling). So the harness sets the flags before each
+variant's prepare(), verification and timing, and checks after each that the variant left them alone.
+A variant that wants lower precision says `PRECISION = "tf32"`; the harness turns TF32 on for it only.
 
-The state is PyTorch's default with one change: cuDNN's TF32 is off too, so "fp32" means fp32
-for convolutions as well as matmuls. Autocast is off, and the CPU thread count is the one the
-process started with (before any pair file was imported).
-"""
+The state is PyTorch's default except that cuDNN's TF32 is off too, so "fp32" means fp32 for
+convolutions as well as matmuls; autocast is off, and the CPU thread count is the one the process
+started with (before any pair file was imported)."""
 from __future__ import annotations
 
 import contextlib
@@ -43,20 +41,12 @@ THREADS = torch.get_num_threads()  # as the process started, before any pair fil
 def wanted_flags(precision: str | None) -> dict:
     """The state a variant of this declared PRECISION runs in (None: the baseline's state)."""
     tf32 = precision == "tf32"
-    return {
-        "matmul.allow_tf32": tf32,
-        "cudnn.allow_tf32": tf32,
-        "float32_matmul_precision": "high" if tf32 else "highest",
-        "matmul.allow_bf16_reduced_precision_reduction": True,   # PyTorch's defaults
-        "matmul.allow_fp16_reduced_precision_reduction": True,
-        "cudnn.benchmark": False,
-        "cudnn.deterministic": False,
-        "deterministic_algorithms": False,
-        "default_dtype": "torch.float32",
-        "autocast.cpu": False,
-        "autocast.cuda": False,
-        "num_threads": THREADS,
-    }
+    return {"matmul.allow_tf32": tf32, "cudnn.allow_tf32": tf32,
+            "float32_matmul_precision": "high" if tf32 else "highest",
+            "matmul.allow_bf16_reduced_precision_reduction": True,   # PyTorch's defaults
+            "matmul.allow_fp16_reduced_precision_reduction": True,
+            "cudnn.benchmark": False, "cudnn.deterministic": False, "deterministic_algorithms": False,
+            "default_dtype": "torch.float32", "autocast.cpu": False, "autocast.cuda": False, "num_threads": THREADS}
 
 
 def apply_flags(flags: dict) -> None:
@@ -91,29 +81,28 @@ class FlagChanged(Exception):
     """A variant changed a global numerics flag; the message names it."""
 
 
+def _refusal(changed: list[str]) -> str:
+    return (f"changed torch's global numerics flags ({'; '.join(changed)}); ask for lower precision with "
+            f"PRECISION = '...' instead")
+
+
 def check_flags(expected: dict, when: str) -> None:
     """Raise FlagChanged, naming every flag that differs from `expected`."""
     changed = changed_flags(expected)
     if changed:
-        raise FlagChanged(f"{when}: changed torch's global numerics flags ({'; '.join(changed)}); ask for lower "
-                          f"precision with PRECISION = '...' instead")
+        raise FlagChanged(f"{when}: {_refusal(changed)}")
 
 
 @contextlib.contextmanager
 def numerics(precision: str | None):
-    """Run a block in the flags for `precision`; fail if the block changes them; restore them after.
-
-    Raises FlagChanged after the block when any flag differs from what was set. The flags are
-    restored in every case, so nothing leaks into the next variant.
-    """
-    before = read_flags()
-    want = wanted_flags(precision)
+    """Run a block in the flags for `precision`; raise FlagChanged after it if any flag differs from what
+    was set; restore the flags in every case, so nothing leaks into the next variant."""
+    before, want = read_flags(), wanted_flags(precision)
     apply_flags(want)
     try:
         yield
         changed = changed_flags(want)
         if changed:
-            raise FlagChanged("changed torch's global numerics flags (" + "; ".join(changed)
-                              + "); ask for lower precision with PRECISION = '...' instead")
+            raise FlagChanged(_refusal(changed))
     finally:
         apply_flags(before)

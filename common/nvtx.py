@@ -1,9 +1,5 @@
-"""NVTX ranges that work with or without the `nvtx` package.
-
-`nvtx` (pip) is preferred; `torch.cuda.nvtx` stands in when it is missing,
-and on a machine without CUDA the range does nothing. Each fallback is
-announced once.
-"""
+"""NVTX ranges with or without the `nvtx` package: `nvtx` (pip) if installed, else `torch.cuda.nvtx`
+(announced once), and nothing on a machine without CUDA."""
 from __future__ import annotations
 
 import contextlib

@@ -4,15 +4,12 @@ A baseline that defines `stages(w)` returns the chunk count and each stage of on
 compute, copy out). Timed alone, they give
     serial = chunks x sum(stages)
     ideal  = (chunks - 1) x max(stage) + sum(stages)
-the longest stage sets the pace once the pipeline is full, plus one chunk to fill and drain it.
-A variant's overlap is where its time lands between the two (0% serial, 100% ideal).
-
-The share is never returned outside 0-100%. Both bounds come from stages timed alone, each with its
-own noise, so a time up to NOISE_FRAC past a bound is clamped to it (with a note saying so); further
-past, the stages do not describe the variant and there is no share, only overlap_note's reason:
-faster than the ideal means a stage is slower alone than inside the pipeline (a cold cache, a
-collective's own synchronisation, a CPU's clock); slower than serial means the variant adds work.
-"""
+(the longest stage paces a full pipeline, plus one chunk to fill and drain it). A variant's overlap is
+where its time lands between the two (0% serial, 100% ideal), never outside 0-100%: both bounds carry
+their stages' noise, so a time up to NOISE_FRAC past a bound is clamped to it (with a note); further
+past, there is no share, only overlap_note's reason: faster than the ideal means a stage is slower
+alone than in the pipeline (a cold cache, a collective's own synchronisation, a CPU's clock); slower
+than serial means the variant adds work."""
 from __future__ import annotations
 
 import math

@@ -1,66 +1,54 @@
 """The pair contract: what a baseline or optimized file must define.
 
-A pair is one `baseline_<name>.py` and one or more `optimized_<name>*.py` in a
-chapter folder. The baseline owns the workload; every variant owns only the
-code it times.
+A pair is one `baseline_<name>.py` and one or more `optimized_<name>*.py` in a chapter folder. The
+baseline owns the workload; every variant owns only the code it times.
 
 baseline_<name>.py defines
     BOUND                    "launch" | "transfer" | "memory" | "compute" | "link"
-    workload(seed, device, quick) -> Workload
-                             seeded inputs plus the work one call does
-    prepare(w) -> callable   returns the zero-argument call that is timed;
-                             the call returns the output (a tensor or a
-                             tuple of tensors)
+    workload(seed, device, quick) -> Workload    seeded inputs plus the work one call does
+    prepare(w) -> callable   the zero-argument call that is timed; it returns the output (a tensor
+                             or a tuple of tensors)
 optional, in the baseline
     DEVICES = ("cuda", "cpu")  where the pair can run (default: both)
     NPROC = 1                  processes to launch with torchrun (chapters 4, 16)
-    COMPARE = "logits_margin"  for outputs that are free-running greedy logits
-                               (n positions x vocabulary): verified by the
-                               logits-and-margin rule (common.decode_check)
-                               instead of element by element
+    COMPARE = "logits_margin"  outputs that are free-running greedy logits (n positions x vocabulary):
+                               verified by the logits-and-margin rule (common.decode_check), not
+                               element by element
     reference(seed, rank, world_size, quick) -> tensor(s)
-                               for NPROC > 1: what this rank's output must be,
-                               computed on the CPU in one process from every
-                               rank's seeded inputs; the baseline is checked
-                               against it before any variant is verified
+                               for NPROC > 1: this rank's output, computed on the CPU in one process
+                               from every rank's seeded inputs; the baseline is checked against it
+                               before any variant is verified
     SWEEP = {"size": "columns per row", "dtype": ("float32", "bfloat16")}
-                               the workload parameters benchmark.py's --sizes and
-                               --dtypes may set (one run of the pair per point, one
-                               report row each): workload(seed, device, quick,
-                               size=None, dtype=None) then takes them as keywords,
-                               None meaning its own default; "size" says what a
-                               size counts, "dtype" lists the dtypes it takes
+                               what benchmark.py's --sizes and --dtypes may set (one run and one report
+                               row per point): workload(seed, device, quick, size=None, dtype=None)
+                               takes them as keywords, None meaning its own default; "size" says what
+                               a size counts, "dtype" lists the dtypes it takes
     stages(w) -> (chunks, {name: call})
-                               for a pipeline (copy in, compute, copy out): the
-                               chunk count and each stage of one chunk, timed
-                               alone to place each variant between serial and
-                               ideal overlap (common.overlap)
+                               for a pipeline (copy in, compute, copy out): the chunk count and each
+                               stage of one chunk, timed alone to place each variant between serial
+                               and ideal overlap (common.overlap)
 
 optimized_<name>*.py defines
     prepare(w) -> callable   same signature, same output, faster
 optional, in a variant
     PRECISION = "tf32"|"bf16"|"fp16"|"fp8"
-                             the variant deliberately computes in a lower
-                             precision: verification uses that precision's
-                             tolerance, the output may come back in that dtype,
-                             and the compute ceiling is that precision's. For
-                             "tf32" the harness turns TF32 on for this variant
-                             (common.numerics); no pair file sets torch's
+                             the variant computes in a lower precision on purpose: verification uses
+                             that precision's tolerance, the output may come back in that dtype, and
+                             the compute ceiling is that precision's. For "tf32" the harness turns
+                             TF32 on for this variant (common.numerics); no pair file sets torch's
                              global flags itself.
     bytes_moved(w) -> float  the bytes one call of this variant must move, where it moves fewer than
-                             the workload's by design (float8 weights where the baseline reads
-                             bf16): its GB/s, its share of the bandwidth ceiling and the physics
-                             check use them, and the report says so. Honoured only between the
-                             workload's bytes scaled by PRECISION's width over the baseline's and
-                             the workload's bytes; otherwise ignored, with a note
+                             the workload's by design (float8 weights where the baseline reads bf16):
+                             its GB/s, its share of the bandwidth ceiling and the physics check use
+                             them, and the report says so. Honoured only between the workload's bytes
+                             scaled by PRECISION's width over the baseline's and the workload's bytes;
+                             otherwise ignored, with a note
     DEVICES                  narrower than the baseline's (e.g. a CUDA graph)
-    REQUIRES = ("torchao",)  optional packages this file needs; where one is
-                             missing the variant (or, in a baseline, the pair)
-                             is skipped with the reason, and nothing else fails
+    REQUIRES = ("torchao",)  optional packages this file needs; where one is missing the variant (or,
+                             in a baseline, the pair) is skipped with the reason, and nothing else fails
     KIND = "pitfall"|"tradeoff"
-                             slower on purpose: a pitfall kept to teach it, or
-                             time traded for memory. Reported with its measured
-                             slowdown, never as a failure or a win; the
+                             slower on purpose: a pitfall kept to teach it, or time traded for memory.
+                             Reported with its measured slowdown, never as a failure or a win; the
                              docstring says why.
 
 At load (`check_contract`, so `--list` reports it in one line): the required names, the values of BOUND,
@@ -68,18 +56,16 @@ COMPARE, PRECISION and KIND, that the functions are callable, that a name the ha
 side (BASELINE_NAMES, VARIANT_NAMES) is not defined on the other, where it would be ignored, and that no
 upper-case name is a near miss of a contract constant (PRECISON, Compare), which would be ignored too.
 
-What the harness checks (common.run): the callable prepare() returns is the one
-verified and the one timed. It is verified on its first call and a later one;
-then every per-call input (every tensor input not named in Workload.once) is
-overwritten in place with another seed's values and the same callable must
-return the new answer; after timing it is verified once more. A call may change
-only the inputs named in Workload.updated.
+What the harness checks (common.run): the callable prepare() returns is the one verified and the one
+timed. It is verified on its first call and a later one; then every per-call input (every tensor input
+not named in Workload.once) is overwritten in place with another seed's values and the same callable
+must return the new answer; after timing it is verified once more. A call may change only the inputs
+named in Workload.updated.
 
 Both files end with
     if __name__ == "__main__":
         from common import run_pair_file; run_pair_file(__file__)
-so running either one prints the comparison through the harness.
-"""
+so running either one prints the comparison through the harness."""
 from __future__ import annotations
 
 import dataclasses
@@ -109,26 +95,21 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 class Workload:
     """Seeded inputs for one call plus the work that call does.
 
-    inputs       anything the prepared call needs; tensors are checked to be
-                 random (not constant) before anything is timed
-    once         names of inputs a real program prepares once (weights, a
-                 pinned staging buffer, data kept in a chosen layout). Every
-                 other tensor input is per-call: the data a real loop feeds
-                 each step, which the timed call must consume when it runs
-    updated      names of inputs the call changes in place by design (an
-                 in-place collective's buffer, a KV cache a decode step
-                 appends to); restored before every verification call
+    inputs       anything the prepared call needs; tensors are checked to be random (not constant)
+                 before anything is timed
+    once         names of inputs a real program prepares once (weights, a pinned staging buffer, data
+                 kept in a chosen layout). Every other tensor input is per-call: the data a real loop
+                 feeds each step, which the timed call must consume when it runs
+    updated      names of inputs the call changes in place by design (an in-place collective's buffer,
+                 a KV cache a decode step appends to); restored before every verification call
     flops        floating-point operations per call (0 if not meaningful)
-    bytes_moved  the fewest bytes one call must move through the bound's
-                 resource: device memory for "memory" (and "compute" and
-                 "launch"), the host link for "transfer" (each input read
-                 once, each output written once), for "link" the bytes one
-                 rank sends to its peers. A variant faster than bytes_moved
-                 over the measured bandwidth is SUSPECT (common.physics)
-    duplex       for "transfer": bytes_moved crosses the host link in both
-                 directions at once, so the ceiling is the two-way bandwidth
-    collective   for "link": which collective, so that bus bandwidth follows
-                 nccl-tests' definition; message_bytes is its per-rank size
+    bytes_moved  the fewest bytes one call must move through the bound's resource: device memory for
+                 "memory" (and "compute" and "launch"), the host link for "transfer" (each input read
+                 once, each output written once), for "link" the bytes one rank sends to its peers. A
+                 variant faster than bytes_moved over the measured bandwidth is SUSPECT (common.physics)
+    duplex       for "transfer": bytes_moved crosses the host link both ways at once (two-way ceiling)
+    collective   for "link": which collective, so that bus bandwidth follows nccl-tests' definition;
+                 message_bytes is its per-rank size
     items        domain units per call (samples, tokens, launches), optional
     item_name    what an item is ("tokens", "samples"): the report's per-item rates name it
     launches     kernel launches the baseline issues per call, optional
@@ -136,8 +117,7 @@ class Workload:
     note         one line the report prints beside the pair (a caveat of the workload)
     derived      {name: f(inputs) -> tensor} for a per-call input that holds another input's values in
                  another layout (the same particles stored as structs and as fields): the harness feeds
-                 the others new values, then writes f(inputs) into it, so every layout holds one value set
-    """
+                 the others new values, then writes f(inputs) into it, so every layout holds one value set"""
 
     inputs: dict[str, Any]
     once: tuple[str, ...] = ()
@@ -147,7 +127,7 @@ class Workload:
     items: float = 0.0
     item_name: str = "items"
     launches: int = 0
-    precision: str = ""   # the arithmetic's precision when the output dtype does not say it (e.g. "tf32")
+    precision: str = ""
     note: str = ""
     duplex: bool = False
     collective: str = ""
@@ -182,15 +162,11 @@ class Variant:
     def kind(self) -> str:
         return getattr(self.module, "KIND", "optimized")
 
-    def missing_packages(self) -> list[str]:
-        """The optional packages in REQUIRES that this Python cannot import."""
-        return [m for m in getattr(self.module, "REQUIRES", ()) if importlib.util.find_spec(m) is None]
-
     def cannot_run(self, device_type: str) -> str | None:
         """Why this file cannot run here (a device it does not support, a package not installed), or None."""
         if device_type not in self.devices:
             return f"needs {' or '.join(self.devices).upper()}"
-        missing = self.missing_packages()
+        missing = [m for m in getattr(self.module, "REQUIRES", ()) if importlib.util.find_spec(m) is None]
         return f"needs the package(s) {', '.join(missing)}, not installed here" if missing else None
 
     @property
@@ -262,14 +238,12 @@ def load_module(path: Path):
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
     try:
-        rel = path.relative_to(REPO_ROOT).with_suffix("")
-        modname = ".".join(rel.parts)
-        return importlib.import_module(modname)
+        modname = ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts)
     except ValueError:  # outside the repository (tests use temporary chapters)
         if str(path.parent.parent) not in sys.path:
             sys.path.insert(0, str(path.parent.parent))
         modname = f"{path.parent.name}.{path.stem}"
-        return importlib.import_module(modname)
+    return importlib.import_module(modname)
 
 
 def _check_names(v: Variant, mine: tuple[str, ...], theirs: tuple[str, ...], side: str) -> None:
@@ -291,16 +265,18 @@ def _check_names(v: Variant, mine: tuple[str, ...], theirs: tuple[str, ...], sid
             raise ContractError(f"{v.path.name} defines {name}, which the harness does not read: {near[0]}?")
 
 
+def _one_of(where: str, value, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ContractError(f"{where}={value!r}, expected one of {allowed}")
+
+
 def check_contract(pair: Pair) -> None:
-    base = pair.baseline.module
+    base, file = pair.baseline.module, pair.baseline.path.name
     for attr in ("BOUND", "workload", "prepare"):
         if not hasattr(base, attr):
-            raise ContractError(f"{pair.baseline.path.name} must define {attr}")
-    if base.BOUND not in BOUNDS:
-        raise ContractError(f"{pair.baseline.path.name}: BOUND={base.BOUND!r}, expected one of {BOUNDS}")
-    compare = getattr(base, "COMPARE", "outputs")
-    if compare not in COMPARES:
-        raise ContractError(f"{pair.baseline.path.name}: COMPARE={compare!r}, expected one of {COMPARES}")
+            raise ContractError(f"{file} must define {attr}")
+    _one_of(f"{file}: BOUND", base.BOUND, BOUNDS)
+    _one_of(f"{file}: COMPARE", getattr(base, "COMPARE", "outputs"), COMPARES)
     _check_names(pair.baseline, BASELINE_NAMES, VARIANT_NAMES, "optimized files")
     _check_sweep(pair)
     if not pair.variants:
@@ -309,10 +285,9 @@ def check_contract(pair: Pair) -> None:
         if not hasattr(v.module, "prepare"):
             raise ContractError(f"{v.path.name} must define prepare(workload)")
         _check_names(v, VARIANT_NAMES, BASELINE_NAMES, "baseline")
-        if v.precision is not None and v.precision not in PRECISIONS:
-            raise ContractError(f"{v.path.name}: PRECISION={v.precision!r}, expected one of {PRECISIONS}")
-        if v.kind not in KINDS:
-            raise ContractError(f"{v.path.name}: KIND={v.kind!r}, expected one of {KINDS}")
+        if v.precision is not None:
+            _one_of(f"{v.path.name}: PRECISION", v.precision, PRECISIONS)
+        _one_of(f"{v.path.name}: KIND", v.kind, KINDS)
 
 
 def _check_sweep(pair: Pair) -> None:
@@ -328,9 +303,9 @@ def _check_sweep(pair: Pair) -> None:
     if not isinstance(dtypes, tuple) or not dtypes or set(dtypes) - set(SWEEP_DTYPES):
         raise ContractError(f"{name}: SWEEP['dtype'] must be a tuple of {SWEEP_DTYPES}, not {dtypes!r}")
     params = inspect.signature(pair.baseline.module.workload).parameters
-    missing = [k for k in sweep if k not in params]
+    missing = next((k for k in sweep if k not in params), None)
     if missing:
-        raise ContractError(f"{name}: SWEEP names {missing[0]}, which workload() does not take as a keyword")
+        raise ContractError(f"{name}: SWEEP names {missing}, which workload() does not take as a keyword")
 
 
 def check_workload(pair: Pair, w: Workload) -> None:
@@ -343,8 +318,8 @@ def check_workload(pair: Pair, w: Workload) -> None:
     if not w.per_call():
         raise ContractError(f"{pair.key}: every tensor input is in Workload.once; name at least one input a real "
                             f"loop feeds each call, so the harness can check the work happens when the call runs")
-    if w.collective and w.collective not in COLLECTIVES:
-        raise ContractError(f"{pair.key}: Workload.collective={w.collective!r}, expected one of {COLLECTIVES}")
+    if w.collective:
+        _one_of(f"{pair.key}: Workload.collective", w.collective, COLLECTIVES)
     if not all(isinstance(w.inputs[k], torch.Tensor) for k in w.once + w.updated):
         raise ContractError(f"{pair.key}: Workload.once and .updated name tensor inputs only")
 

@@ -1,34 +1,28 @@
 """Run one pair in this process: each variant verified, timed in turn with the baseline, verified again.
 
-Called by the launcher as `python -m common.run SPEC.json` (common.launch.RunSpec: what
-benchmark.py decided; through torchrun for pairs with NPROC > 1), one process per pair, so a
-crash stays inside it.
+Called as `python -m common.run SPEC.json` (common.launch.RunSpec: what benchmark.py decided; through torchrun
+for pairs with NPROC > 1), one process per pair, so a crash stays inside it.
 
 For the pair (`run_pair`):
-1. Build the reference inputs: the seed-A workload, and seed B's per-call inputs.
-   Constant inputs are refused.
-2. The baseline is prepared and verified (its outputs become the references),
-   then each variant in turn, each on its own copy of the workload and in the
-   same numerics flags (common.numerics), as a `Trial`: its steps a-e below.
-   The baseline stays prepared until the last variant is done; its checks
-   after timing run once, at the end.
+1. Build the reference inputs: the seed-A workload, and seed B's per-call inputs. Constant inputs are refused.
+2. The baseline is prepared and verified (its outputs become the references), then each variant in turn, each
+   on its own copy of the workload and in the same numerics flags (common.numerics), as a `Trial`: its steps
+   a-e below. The baseline stays prepared until the last variant is done; its checks after timing run once, at
+   the end.
 
-For one variant, the callable prepare() returns is the one that is verified
-and the one that is timed:
+For one variant, the callable prepare() returns is the one that is verified and the one that is timed:
   a. its first call and a later call match the baseline's output;
-  b. the per-call inputs are overwritten in place with seed B's values and the
-     same callable must return seed B's answer: a result computed before the
-     call (in prepare(), or cached from an earlier call) fails here;
-  c. after every call: no input changed but the declared state, no global
-     numerics flag changed, and the output the caller's stream sees is final;
-  d. timed in interleaved rounds with the baseline (`time_with_baseline`), the
-     answers of calls inside the loop checked (`in_loop_check`); then verified
-     once more, and once after three calls back to back with nothing between
-     (two, for calls of over a second);
-  e. the physics check (common.physics): faster than the floor its workload
-     implies is SUSPECT, and its speedup is not a result.
-A failing variant fails alone; the others still run. After each variant the
-result so far is written, so a variant that hangs loses no one else's work.
+  b. the per-call inputs are overwritten in place with seed B's values and the same callable must return seed
+     B's answer: a result computed before the call (in prepare(), or cached from an earlier call) fails here;
+  c. after every call: no input changed but the declared state, no global numerics flag changed, and the output
+     the caller's stream sees is final;
+  d. timed in interleaved rounds with the baseline (`time_with_baseline`), the answers of calls inside the loop
+     checked (`in_loop_check`); then verified once more, and once after three calls back to back with nothing
+     between (two, for calls of over a second);
+  e. the physics check (common.physics): faster than the floor its workload implies is SUSPECT, and its
+     speedup is not a result.
+A failing variant fails alone; the others still run. After each variant the result so far is written, so a
+variant that hangs loses no one else's work.
 """
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Profile a few calls of a prepared callable: a torch.profiler trace, an nsys/ncu capture range,
-and the number of kernels and launch calls one call makes.
-
-The counts answer "how many kernels does this step launch?" with a measurement rather than a
-comment: a CUDA graph replays many kernels from one launch call, a fused kernel replaces several.
-"""
+"""Profile a few calls of a prepared callable: a torch.profiler trace, an nsys/ncu capture range, and
+the kernels and launch calls one call makes, measured rather than claimed in a comment (a CUDA graph
+replays many kernels from one launch call, a fused kernel replaces several)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -56,8 +53,7 @@ def count_launches(fn, calls: int = 3) -> dict | None:
 
     kernels_per_call counts GPU kernel executions (a graph replay counts each kernel it runs);
     launch_calls_per_call counts the host's launch API calls (cudaLaunchKernel, cuLaunchKernel,
-    cudaGraphLaunch, ...). None where there is no GPU or the profiler is unavailable.
-    """
+    cudaGraphLaunch, ...). None where there is no GPU or the profiler is unavailable."""
     if not torch.cuda.is_available():
         return None
     try:

@@ -2,9 +2,8 @@
 
     python -m common.profiling.torch_trace OUT.json SCRIPT [ARGS...]
 
-Used by profile_pytorch.sh when Nsight Systems is not installed. The whole
-script runs inside one profiler session, in an NVTX range named after it.
-"""
+Used by profile_pytorch.sh when Nsight Systems is not installed. The whole script runs inside one
+profiler session, in an NVTX range named after it."""
 import runpy
 import sys
 from pathlib import Path
