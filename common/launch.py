@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 from common.files import atomic_write_json
-from common.pair import REPO_ROOT, Pair, pair_record, variant_record
+from common.pair import REPO_ROOT, Pair, pair_record, point_name, variant_record
 from common.timing import BUDGET_S
 
 TAIL_LINES = 40
@@ -76,8 +76,7 @@ class RunSpec:
     @property
     def name(self) -> str:
         """The name the report gives this run: the pair's, with its sweep point (softmax@4096-bfloat16)."""
-        return self.pair + ("@" + "-".join(str(self.point[k]) for k in ("size", "dtype") if k in self.point)
-                            if self.point else "")
+        return point_name(self.pair, self.point)
 
     def files(self) -> dict[str, Path]:
         """{variant name: its file}, the baseline first."""

@@ -195,8 +195,7 @@ class Pair:
 
     def at(self, point: dict) -> "Pair":
         """This pair at one sweep point, named for it: softmax@4096-bfloat16."""
-        label = "-".join(str(point[k]) for k in ("size", "dtype") if k in point)
-        return dataclasses.replace(self, name=f"{self.name.split('@')[0]}@{label}", point=dict(point))
+        return dataclasses.replace(self, name=point_name(self.name.split("@")[0], point), point=dict(point))
 
     @property
     def key(self) -> str:
@@ -226,6 +225,11 @@ class Pair:
 
     def workload(self, seed: int, device, quick: bool) -> Workload:
         return self.baseline.module.workload(seed=seed, device=device, quick=quick, **self.point)
+
+
+def point_name(pair: str, point: dict) -> str:
+    """A pair's name at one sweep point (softmax@4096-bfloat16); the name alone outside a sweep."""
+    return pair + ("@" + "-".join(str(point[k]) for k in ("size", "dtype") if k in point) if point else "")
 
 
 class ContractError(Exception):
