@@ -4,7 +4,7 @@ with each symmetric-memory backend (default and NVSHMEM) in its own processes.
     torchrun --nproc_per_node=2 ch4/nvshmem_vs_nccl_benchmark.py            # everything (see below)
     torchrun --nproc_per_node=2 ch4/nvshmem_vs_nccl_benchmark.py --backend NVSHMEM --sizes 4K 64K 1M
     python ch4/nvshmem_vs_nccl_benchmark.py --nproc 2                       # the same, launching torchrun itself
-    options: --output DIR (default: a new profiles/runs/<YYYYMMDD-HHMMSS>-ch4-allreduce/), --quick, --iters N
+    options: --output DIR (default: a new profiles/runs/<YYYYMMDD-HHMMSS>-ch4-allreduce/), --quick, --budget S
 
 Methods, all on bf16 and all summing one message of S bytes per rank; each call first copies the
 message into its communication buffer (as the chapter's pairs do), then reduces:
@@ -17,8 +17,11 @@ process group, and then rank 0 starts a second torchrun for `--backend NVSHMEM` 
 
 Every size is verified before it is timed: rank r's message holds the small integers
 ((i + r) mod 7) - 3, exact in bf16, so the sum over ranks is known exactly on every rank.
-Bandwidth follows nccl-tests: algbw = S / t, busbw = algbw x 2(n-1)/n. The time is the slowest
-rank's mean over --iters back-to-back calls (CUDA events on GPUs), median of 5 repetitions.
+Bandwidth follows nccl-tests: algbw = S / t, busbw = algbw x 2(n-1)/n. The time t is the harness's
+(common.timing.time_call, as for every pair): warm-up until the per-call time settles, then CUDA-event
+samples in rounds until the median's 95% interval is under 1% of it or --budget is spent, every rank
+taking each of those decisions together (the max over ranks); t is the slowest rank's median. The
+message is not rewritten between samples: an all-reduce moves and adds the same bytes whatever they hold.
 
 Writes allreduce.json and allreduce.png (latency and busbw against size) into the output folder.
 NVLink multicast stays off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
@@ -30,10 +33,8 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -47,6 +48,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from common.files import new_run_folder  # noqa: E402
+from common.timing import BUDGET_S, QUICK_BUDGET_S, time_call  # noqa: E402
 
 DTYPE = torch.bfloat16
 ONE_SHOT_MAX = 16 << 20     # one-shot reads n x S per rank: beyond a few MiB two-shot wins anyway
@@ -83,31 +85,16 @@ def expected_sum(numel: int, world: int, device) -> torch.Tensor:
     return sum(((i + r) % 7) - 3 for r in range(world)).to(DTYPE)
 
 
-def time_per_call(fn, device, iters: int, reps: int = 5) -> float:
-    """Seconds per call: the slowest rank's mean over `iters` back-to-back calls, median of `reps`."""
-    for _ in range(3):
-        fn()
-    means = []
-    for _ in range(reps):
-        dist.barrier()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(iters):
-                fn()
-            end.record()
-            end.synchronize()
-            s = start.elapsed_time(end) * 1e-3 / iters
-        else:
-            t0 = time.perf_counter()
-            for _ in range(iters):
-                fn()
-            s = (time.perf_counter() - t0) / iters
-        t = torch.tensor([s], dtype=torch.float64, device=device if device.type == "cuda" else "cpu")
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        means.append(float(t))
-    return statistics.median(means)
+def max_over_ranks(x: float) -> float:
+    """The largest of one number over every rank: every rank takes the timer's decisions together."""
+    t = torch.tensor([float(x)], dtype=torch.float64, device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def seconds_per_call(fn, device, budget_s: float) -> float:
+    """The slowest rank's median seconds per call, timed by the harness (see the module docstring)."""
+    return max_over_ranks(time_call(fn, device, budget_s=budget_s, agree=max_over_ranks).median_ms / 1e3)
 
 
 def methods(device, backend_label: str, symm_ok: bool):
@@ -180,8 +167,7 @@ def sweep(args) -> dict:
             dist.all_reduce(verdict, op=dist.ReduceOp.MIN)
             row = {"method": name, "symm_backend": label, "bytes": size, "verified": bool(verdict.item())}
             if row["verified"]:
-                iters = args.iters or max(5, min(200, (64 << 20) // size))
-                s = time_per_call(fn, device, iters)
+                s = seconds_per_call(fn, device, args.budget or (QUICK_BUDGET_S if args.quick else BUDGET_S))
                 row.update(us=s * 1e6, algbw_gbps=size / s / 1e9, busbw_gbps=size / s / 1e9 * 2 * (world - 1) / world)
                 row["verified"] = bool(torch.equal(fn(), want))   # ... and after
             rows.append(row)
@@ -220,7 +206,8 @@ def merge(parts: list[dict]) -> dict:
     doc["symm_unavailable"] = {k: v for p in parts for k, v in p["symm_unavailable"].items()}
     doc["created"] = datetime.datetime.now().isoformat(timespec="seconds")
     doc["definitions"] = {"algbw": "message bytes per rank / time", "busbw": "algbw x 2(n-1)/n (nccl-tests)",
-                          "time": "slowest rank's mean per call over back-to-back calls, median of 5 repetitions; "
+                          "time": "slowest rank's median per call (common.timing.time_call: warm-up, then samples "
+                                  "in rounds until the median's 95% interval is under 1% or the budget is spent); "
                                   "each call copies the message into its buffer, then reduces"}
     return doc
 
@@ -283,14 +270,15 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", choices=["default", "CUDA", "NVSHMEM"],
                     help="symmetric-memory backend of this process group only (default: all, see above)")
     ap.add_argument("--sizes", nargs="+", help="message sizes per rank, e.g. 4K 64K 1M 256M")
-    ap.add_argument("--iters", type=int, help="calls per timed repetition (default: by size)")
+    ap.add_argument("--budget", type=float, help=f"timing budget per size and method, seconds (default {BUDGET_S:g}, "
+                                                 f"{QUICK_BUDGET_S:g} with --quick)")
     ap.add_argument("--quick", action="store_true", help="sizes up to 1 MiB on GPUs, 64 KiB on CPUs")
     ap.add_argument("--output", type=Path, help="folder for allreduce.json and allreduce.png")
     ap.add_argument("--nproc", type=int, default=2, help="without torchrun: processes to launch (default 2)")
     ap.add_argument("--part", type=Path, help=argparse.SUPPRESS)        # internal: where a part writes its JSON
     ap.add_argument("--symm-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    passthrough = (["--sizes", *args.sizes] if args.sizes else []) + (["--iters", str(args.iters)] if args.iters else []) \
+    passthrough = (["--sizes", *args.sizes] if args.sizes else []) + (["--budget", str(args.budget)] if args.budget else []) \
         + (["--quick"] if args.quick else [])
 
     if "WORLD_SIZE" not in os.environ:       # the driver: one torchrun per backend
