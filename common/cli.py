@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import itertools
 import json
@@ -31,7 +32,7 @@ from common.discover import VARIANT_RULE, UnknownSelection, load_pair, pair_file
 from common.files import RUNS_DIR, new_run_folder, run_name  # user runs; committed reports live in profiles/<gpu>/
 from common.host import host_info
 from common.launch import SPARE_AFTER, RunSpec, Spare, run_in_subprocess, tool_missing, worker_env
-from common.pair import REPO_ROOT, SWEEP_DTYPES, pair_record
+from common.pair import REPO_ROOT, SWEEP_DTYPES, Pair, pair_record
 from common.report import CompareRefused, compare_runs, summary_markdown, write_report
 from common.results import SCHEMA_VERSION, validate_results
 from common.timing import BUDGET_S, QUICK_BUDGET_S
@@ -214,38 +215,55 @@ def pair_of(path: Path, root: Path) -> tuple[int, str] | None:
     return None
 
 
-def load_all(selection) -> list:
-    """Each selected pair, imported and checked, or the exception that stopped it (it then fails alone)."""
+@dataclasses.dataclass
+class LoadFailed:
+    """A selected pair whose files do not import or break the contract: it fails alone ("FAILED to load")."""
+    chapter: int
+    name: str
+    folder: Path
+    error: Exception
+
+    @property
+    def key(self) -> str:
+        return f"ch{self.chapter}/{self.name}"
+
+    def record(self) -> dict:
+        said = f"{type(self.error).__name__}: {self.error}"
+        return pair_record(self.chapter, self.name, "?", status="failed", error=said, errors=[said])
+
+
+def load_all(selection) -> list[Pair | LoadFailed]:
+    """Each selected pair (discover.select's tuples), imported and checked, or what stopped it."""
     loaded = []
     for c, name, base, opts in selection:
         try:
             loaded.append(load_pair(c, name, base, opts))
         except Exception as e:
-            loaded.append(e)
+            loaded.append(LoadFailed(c, name, base.parent, e))
     return loaded
 
 
-def _load_error(e: Exception) -> str:
-    return f"{type(e).__name__}: {e}"
+def _folder(p: Pair | LoadFailed) -> Path:
+    return p.folder if isinstance(p, LoadFailed) else p.baseline.path.parent
 
 
-def list_pairs(selection, loaded) -> int:
+def list_pairs(pairs: list[Pair | LoadFailed]) -> int:
     chapter = None
-    for (c, name, base, opts), pair in zip(selection, loaded):
-        if c != chapter:
-            readme = base.parent / "README.md"
+    for pair in pairs:
+        if pair.chapter != chapter:
+            readme = _folder(pair) / "README.md"
             title = (readme.read_text().splitlines() or [""])[0].lstrip("# ") if readme.exists() else ""
-            print(f"ch{c}  {title}")
-            chapter = c
-        if isinstance(pair, Exception):
-            print(f"  {name:24s} FAILED to load: {_load_error(pair)}")
+            print(f"ch{pair.chapter}  {title}")
+            chapter = pair.chapter
+        if isinstance(pair, LoadFailed):
+            print(f"  {pair.name:24s} FAILED to load: {pair.record()['error']}")
             continue
-        print(f"  {name:24s} [{pair.bound}, {'/'.join(pair.devices)}] {pair.baseline.summary}")
+        print(f"  {pair.name:24s} [{pair.bound}, {'/'.join(pair.devices)}] {pair.baseline.summary}")
         if pair.sweep:
             print(f"    sweeps {sweep_text(pair.sweep)}")
         for v in pair.variants:
             print(f"    {v.name:34s} {v.summary}")
-    return 1 if any(isinstance(p, Exception) for p in loaded) else 0
+    return 1 if any(isinstance(p, LoadFailed) for p in pairs) else 0
 
 
 def sweep_text(sweep: dict) -> str:
@@ -254,19 +272,18 @@ def sweep_text(sweep: dict) -> str:
     return ", ".join(parts + [f"dtype ({', '.join(sweep['dtype'])})"] if "dtype" in sweep else parts)
 
 
-def sweep_points(selection, loaded, sizes: list[int] | None, dtypes: list[str] | None, named: bool):
+def sweep_points(pairs: list, sizes: list[int] | None, dtypes: list[str] | None, named: bool):
     """--sizes/--dtypes: each pair that takes them becomes one entry per point (pair.at(point)), in the order
     sizes, then dtypes. A pair that does not take one, or not one of the dtypes, is left out of a chapter's
-    sweep (said on stderr), and is bad input when named with --pair. (selection, loaded), or the complaint."""
+    sweep (said on stderr), and is bad input when named with --pair. The pairs, or the complaint."""
     if any(n <= 0 for n in sizes or []):
         return f"--sizes {min(sizes)}: a size is a positive count"
     given = [(k, list(dict.fromkeys(v))) for k, v in (("size", sizes), ("dtype", dtypes)) if v]  # each point once
     points = [dict(zip([k for k, _ in given], combo)) for combo in itertools.product(*[v for _, v in given])]
-    out_selection, out_loaded, left_out, take_none = [], [], [], []
-    for (c, name, base, opts), pair in zip(selection, loaded):
-        if isinstance(pair, Exception):  # it fails alone, as in any run
-            out_selection.append((c, name, base, opts))
-            out_loaded.append(pair)
+    out, left_out, take_none = [], [], []
+    for pair in pairs:
+        if isinstance(pair, LoadFailed):  # it fails alone, as in any run
+            out.append(pair)
             continue
         lacks = [f"--{k}s" for k, _ in given if k not in pair.sweep]
         takes = [p for p in points if "dtype" not in p or p["dtype"] in pair.sweep.get("dtype", ())]
@@ -274,24 +291,21 @@ def sweep_points(selection, loaded, sizes: list[int] | None, dtypes: list[str] |
             why = (f"takes no {' or '.join(lacks)}" if lacks else
                    f"takes only the dtypes {', '.join(pair.sweep['dtype'])}")
             if named:
-                return f"ch{c}/{name} {why}" + (f" (it sweeps {sweep_text(pair.sweep)})" if pair.sweep else "")
+                return f"{pair.key} {why}" + (f" (it sweeps {sweep_text(pair.sweep)})" if pair.sweep else "")
             if lacks:
-                take_none.append(f"ch{c}/{name}")
+                take_none.append(pair.key)
                 continue
             dropped = sorted({p["dtype"] for p in points} - {p["dtype"] for p in takes})
-            left_out.append(f"ch{c}/{name} at {', '.join(dropped)} (it {why})")
-        for point in takes:
-            at = pair.at(point)
-            out_selection.append((c, at.name, base, opts))
-            out_loaded.append(at)
+            left_out.append(f"{pair.key} at {', '.join(dropped)} (it {why})")
+        out += [pair.at(point) for point in takes]
     if take_none:  # most pairs, in a chapter's sweep: counted, not listed
         left_out.insert(0, f"{len(take_none)} pair(s) whose baseline's SWEEP does not take " +
                         " and ".join(f"--{k}s" for k, _ in given) + " (--list says what each pair sweeps)")
-    if not out_selection:
+    if not out:
         return "nothing to sweep: " + "; ".join(left_out)
     if left_out:
         print(f"left out of the sweep: {'; '.join(left_out)}", file=sys.stderr)
-    return out_selection, out_loaded
+    return out
 
 
 def _json_kind(x) -> str:
@@ -330,11 +344,6 @@ def _refused_option(argv: list[str], pair_file: Path) -> str | None:
     return None
 
 
-def skipped_result(c: int, name: str, pair, reason: str, device_type: str) -> dict:
-    return pair_record(c, name, pair.bound, status="skipped", error=reason, device_type=device_type,
-                       **pair.point_fields)
-
-
 def main(argv=None, pair_file: Path | None = None) -> int:
     """benchmark.py's (or, given `pair_file`, that file's) command line; returns the exit status."""
     try:
@@ -355,21 +364,19 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
     if args.profile and args.no_report:
         return fail(f"--profile {args.profile} writes its traces next to the report; drop --no-report")
     only_peaks = args.peaks and not (args.chapter or args.pair)
-    selection, loaded = [], []
+    pairs = []
     if not only_peaks:
         try:
-            selection = select(args.chapter, args.pair, root=args.root)
+            pairs = load_all(select(args.chapter, args.pair, root=args.root))
         except UnknownSelection as e:
             return fail(str(e))
-        loaded = load_all(selection)
         if args.list:
-            return list_pairs(selection, loaded)
+            return list_pairs(pairs)
         if args.sizes or args.dtypes:
-            swept = sweep_points(selection, loaded, args.sizes, args.dtypes, named=bool(args.pair))
-            if isinstance(swept, str):
-                return fail(swept)
-            selection, loaded = swept
-    device = _device_for(args, selection, loaded)
+            pairs = sweep_points(pairs, args.sizes, args.dtypes, named=bool(args.pair))
+            if isinstance(pairs, str):
+                return fail(pairs)
+    device = _device_for(args, pairs)
     if isinstance(device, str):
         return fail(device)
     outdir, created = None, False
@@ -383,11 +390,11 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
             return fail(problem)
     stamp = dt.datetime.now(dt.timezone.utc)
     results: list[dict] = []
-    peaks, interrupted = _run_all(args, selection, loaded, device, outdir, results, only_peaks)
+    peaks, interrupted = _run_all(args, pairs, device, outdir, results, only_peaks)
     if only_peaks and not interrupted:
         print(json.dumps(peaks, indent=2))
         return 0
-    return _report(args, command, selection, device, peaks, outdir, created, stamp, results, interrupted)
+    return _report(args, command, pairs, device, peaks, outdir, created, stamp, results, interrupted)
 
 
 def _parse(argv: list[str], pair_file: Path | None):
@@ -409,7 +416,7 @@ def _parse(argv: list[str], pair_file: Path | None):
     return args, command
 
 
-def _device_for(args, selection, loaded):
+def _device_for(args, pairs):
     """The device to run on, or the one-line reason this machine cannot run what was asked."""
     if args.device == "cuda" and not torch.cuda.is_available():
         return "--device cuda: no CUDA GPU is visible to PyTorch"
@@ -419,15 +426,15 @@ def _device_for(args, selection, loaded):
     if missing := tool_missing(args.profile):
         return missing
     if args.pair:  # a pair asked for by name that cannot run here is bad input, not a skip
-        for (c, name, _, _), pair in zip(selection, loaded):
-            if isinstance(pair, Exception):
+        for pair in pairs:
+            if isinstance(pair, LoadFailed):
                 continue
             if device.type not in pair.devices:
-                return (f"ch{c}/{name} needs a CUDA GPU and none is visible to PyTorch"
-                        if pair.devices == ("cuda",) else f"ch{c}/{name} cannot run on {device.type}")
+                return (f"{pair.key} needs a CUDA GPU and none is visible to PyTorch"
+                        if pair.devices == ("cuda",) else f"{pair.key} cannot run on {device.type}")
             why = pair.cannot_run(device.type, gpus_visible(device))
             if why and "GPUs" in why:
-                return f"ch{c}/{name} {why}"
+                return f"{pair.key} {why}"
     return device
 
 
@@ -435,7 +442,7 @@ def gpus_visible(device) -> int:
     return torch.cuda.device_count() if device.type == "cuda" else 0
 
 
-def _run_all(args, selection, loaded, device, outdir, results, only_peaks):
+def _run_all(args, pairs, device, outdir, results, only_peaks):
     """Ceilings, then every pair; returns (ceilings, the signal that stopped the run or None)."""
     previous = peaks = None
     with contextlib.suppress(ValueError):  # not the main thread: SIGTERM keeps its default
@@ -445,7 +452,7 @@ def _run_all(args, selection, loaded, device, outdir, results, only_peaks):
         if device.type == "cuda":
             torch.cuda.empty_cache()
         if not only_peaks:
-            _run_pairs(selection, loaded, device, peaks, args, outdir, results)
+            _run_pairs(pairs, device, peaks, args, outdir, results)
         return peaks, None
     except (KeyboardInterrupt, Interrupted) as e:
         return peaks, getattr(e, "signum", signal.SIGINT)
@@ -454,14 +461,14 @@ def _run_all(args, selection, loaded, device, outdir, results, only_peaks):
             signal.signal(signal.SIGTERM, previous)
 
 
-def _report(args, command, selection, device, peaks, outdir, created, stamp, results, interrupted) -> int:
+def _report(args, command, pairs, device, peaks, outdir, created, stamp, results, interrupted) -> int:
     """Write (or print) the report of what finished, and the exit status."""
     not_run = []
     if interrupted:
         done = {(r["chapter"], r["name"]) for r in results}
-        not_run = [f"ch{c}/{n}" for c, n, _, _ in selection if (c, n) not in done]
+        not_run = [p.key for p in pairs if (p.chapter, p.name) not in done]
         print(f"\ninterrupted ({signal.Signals(interrupted).name}): stopped the running pair; "
-              f"{len(results)} of {len(selection)} pair(s) finished", file=sys.stderr)
+              f"{len(results)} of {len(pairs)} pair(s) finished", file=sys.stderr)
         if not results:
             if outdir and created and not any(outdir.iterdir()):
                 outdir.rmdir()
@@ -504,38 +511,36 @@ def _topology() -> str | None:
     return _stdout(["nvidia-smi", "topo", "-m"], 20)
 
 
-def _run_pairs(selection, loaded, device, peaks: dict, args, outdir: Path | None, results: list[dict]) -> None:
+def _run_pairs(pairs: list, device, peaks: dict, args, outdir: Path | None, results: list[dict]) -> None:
     """Run each pair in its own process, appending to `results` as each one finishes (an interrupt keeps them).
     Each worker is started ahead as a spare (common.launch.Spare): its interpreter and torch import overlap the
     extensions' build or the pair before it, never a pair's timing by the host's clock."""
-    n = len(selection)
+    n = len(pairs)
     print(f"{n} pair(s) on {peaks['device']} ({device.type})" + (", quick" if args.quick else ""), file=sys.stderr)
     started = time.monotonic()
     gpus = gpus_visible(device)
-    why_not = [None if isinstance(pair, Exception) else pair.cannot_run(device.type, gpus) for pair in loaded]
-    runs_here = [not isinstance(pair, Exception) and why is None for pair, why in zip(loaded, why_not)]
+    why_not = [None if isinstance(p, LoadFailed) else p.cannot_run(device.type, gpus) for p in pairs]
+    runs_here = [isinstance(p, Pair) and why is None for p, why in zip(pairs, why_not)]
     # The pairs that start a plain worker (one process, no profiler wrapped around it) can take a spare.
-    takes_spare = [ok and pair.nproc == 1 and args.profile not in ("nsys", "ncu")
-                   for ok, pair in zip(runs_here, loaded)]
-    spares = Spares([base for _, _, base, _ in selection], takes_spare)
+    takes_spare = [ok and p.nproc == 1 and args.profile not in ("nsys", "ncu") for ok, p in zip(runs_here, pairs)]
+    spares = Spares([_folder(p).parent for p in pairs], takes_spare)
     decided = dict(peaks=peaks, quick=args.quick, budget_s=args.budget or (QUICK_BUDGET_S if args.quick else BUDGET_S),
                    profile=args.profile, outdir=str(outdir) if outdir else None)
     try:
         spares.start(-1)  # imports while the kernels build
         if device.type == "cuda":
-            _build_ahead([f for (_, _, base, opts), ok in zip(selection, runs_here) if ok for f in [base, *opts]],
-                         device)
-        for i, ((c, name, base, opts), pair) in enumerate(zip(selection, loaded)):
-            tag = f"[{i + 1}/{n}] ch{c}/{name}"
-            if isinstance(pair, Exception):  # a file that does not import or breaks the contract fails alone
-                results.append(pair_record(c, name, "?", status="failed", error=_load_error(pair),
-                                           errors=[_load_error(pair)]))
-                print(f"{tag}: FAILED to load: {pair}", file=sys.stderr)
+            _build_ahead([v.path for p, ok in zip(pairs, runs_here) if ok for v in [p.baseline, *p.variants]], device)
+        for i, pair in enumerate(pairs):
+            tag = f"[{i + 1}/{n}] {pair.key}"
+            if isinstance(pair, LoadFailed):  # a file that does not import or breaks the contract fails alone
+                results.append(pair.record())
+                print(f"{tag}: FAILED to load: {pair.error}", file=sys.stderr)
             elif why_not[i]:  # no process, no timeout
-                results.append(skipped_result(c, name, pair, why_not[i], device.type))
-                print(f"{tag}: skipped: {results[-1]['error']}", file=sys.stderr)
+                results.append(pair_record(pair.chapter, pair.name, pair.bound, status="skipped", error=why_not[i],
+                                           device_type=device.type, **pair.point_fields))
+                print(f"{tag}: skipped: {why_not[i]}", file=sys.stderr)
             else:
-                print(f"{tag} ({pair.bound}-bound, {1 + len(opts)} variants)", file=sys.stderr)
+                print(f"{tag} ({pair.bound}-bound, {1 + len(pair.variants)} variants)", file=sys.stderr)
                 results.append(_run_one(RunSpec.of(pair, device.type, **decided), pair, i, spares, args.timeout))
                 print(f"    {tag}: {results[-1].get('elapsed_s', 0):.1f} s wall" + _stages_text(results[-1]),
                       file=sys.stderr)
@@ -554,14 +559,15 @@ def _build_ahead(files: list[Path], device) -> None:
 
 
 class Spares:
-    """The next pair's worker, started ahead (common.launch.Spare) for the first later pair that takes one."""
-    def __init__(self, bases: list[Path], takes: list[bool]):
-        self.bases, self.takes, self.spare = bases, takes, None
+    """The next pair's worker, started ahead (common.launch.Spare) for the first later pair that takes one;
+    `roots`: the folder that holds each pair's chapter (its worker's environment)."""
+    def __init__(self, roots: list[Path], takes: list[bool]):
+        self.roots, self.takes, self.spare = roots, takes, None
 
     def start(self, after: int) -> None:
-        later = next((b for b, ok in zip(self.bases[after + 1:], self.takes[after + 1:]) if ok), None)
+        later = next((r for r, ok in zip(self.roots[after + 1:], self.takes[after + 1:]) if ok), None)
         if self.spare is None and later is not None:
-            self.spare = Spare(worker_env(later.parent.parent))
+            self.spare = Spare(worker_env(later))
 
     def take(self, i: int) -> Spare | None:
         """The spare, for pair i if it takes one (the next pair that does gets a new one)."""

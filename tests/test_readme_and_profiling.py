@@ -52,3 +52,30 @@ def test_readme_module_map_names_every_harness_module_and_no_other():
     actual |= {f"common/{d.name}/" for d in common.iterdir() if (d / "__init__.py").exists()}
     assert len(listed) == len(set(listed)), listed
     assert set(listed) == actual, (sorted(set(listed) - actual), sorted(actual - set(listed)))
+
+
+# Imports a harness function may make where it runs, each for its reason: an optional or heavy package loaded
+# only when used (matplotlib, nvtx, pynvml, the C++ extension builder), torch kept out of `import common`, and
+# the CLI and the figures kept out of reading a report.
+LAZY_IMPORTS = {"matplotlib", "matplotlib.pyplot", "nvtx", "pynvml", "torch.utils", "torch", "common.cli",
+                "common.figures"}
+
+
+def test_no_harness_function_is_over_60_lines_or_imports_but_for_a_reason():
+    """Issue 25's shape of common/: a reader follows functions of a screen at most, and its imports sit at the top
+    of each module except those in LAZY_IMPORTS; a longer function or another import inside one fails here."""
+    import ast
+    long, lazy = [], []
+    for path in sorted((ROOT / "common").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            where = f"{path.relative_to(ROOT)}:{node.lineno} {node.name}"
+            if node.end_lineno - node.lineno + 1 > 60:
+                long.append(where)
+            lazy += [f"{where} imports {name}" for inner in ast.walk(node)
+                     for name in ([inner.module] if isinstance(inner, ast.ImportFrom) else
+                                  [a.name for a in inner.names] if isinstance(inner, ast.Import) else [])
+                     if name not in LAZY_IMPORTS]
+    assert not long, long
+    assert not lazy, lazy

@@ -54,18 +54,14 @@ def test_a_sweep_a_pair_cannot_take_is_one_line_and_exit_2(args, message):
 
 def _pairs(*names):
     found = {"softmax": (13, "softmax"), "fused_gelu": (1, "fused_gelu"), "batched_gemm": (1, "batched_gemm")}
-    selection = []
-    for n in names:
-        c, name = found[n]
-        selection.append((c, name, ROOT / f"ch{c}" / f"baseline_{name}.py",
-                          sorted((ROOT / f"ch{c}").glob(f"optimized_{name}*.py"))))
-    return selection, [load_pair(*entry) for entry in selection]
+    return [load_pair(c, name, ROOT / f"ch{c}" / f"baseline_{name}.py", sorted((ROOT / f"ch{c}").glob(f"optimized_{name}*.py")))
+            for c, name in (found[n] for n in names)]
 
 
 def test_a_chapter_sweep_leaves_out_what_a_pair_does_not_take_and_says_so(capsys):
-    selection, loaded = _pairs("batched_gemm", "fused_gelu", "softmax")
-    swept, pairs = sweep_points(selection, loaded, [256], ["float32", "bfloat16"], named=False)
-    assert [s[1] for s in swept] == ["fused_gelu@256-bfloat16", "softmax@256-float32", "softmax@256-bfloat16"]
+    loaded = _pairs("batched_gemm", "fused_gelu", "softmax")
+    pairs = sweep_points(loaded, [256], ["float32", "bfloat16"], named=False)
+    assert [p.name for p in pairs] == ["fused_gelu@256-bfloat16", "softmax@256-float32", "softmax@256-bfloat16"]
     assert [p.point for p in pairs] == [{"size": 256, "dtype": "bfloat16"}, {"size": 256, "dtype": "float32"},
                                         {"size": 256, "dtype": "bfloat16"}]
     said = capsys.readouterr().err
@@ -74,11 +70,11 @@ def test_a_chapter_sweep_leaves_out_what_a_pair_does_not_take_and_says_so(capsys
     # the point is what the workload gets: 256 tokens of bf16 for fused_gelu
     w = pairs[0].workload(seed=1, device="cpu", quick=True)
     assert w.inputs["x"].shape[0] == 256 and str(w.inputs["x"].dtype) == "torch.bfloat16"
-    assert sweep_points(selection[:1], loaded[:1], [256], None, named=False) == (
+    assert sweep_points(loaded[:1], [256], None, named=False) == (
         "nothing to sweep: 1 pair(s) whose baseline's SWEEP does not take --sizes (--list says what each pair sweeps)")
     # a value given twice is one point, not two rows of one name
-    swept, _ = sweep_points(selection[2:], loaded[2:], [256, 256], ["float32", "float32"], named=False)
-    assert [s[1] for s in swept] == ["softmax@256-float32"]
+    swept = sweep_points(loaded[2:], [256, 256], ["float32", "float32"], named=False)
+    assert [p.name for p in swept] == ["softmax@256-float32"]
 
 
 def test_the_sweep_figure_draws_the_ceiling_the_report_applied():

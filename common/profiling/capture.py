@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile, record_function
 
 from common import nvtx
 
 
 def torch_trace(fn, label: str, outdir: Path, calls: int = 5) -> str:
-    from torch.profiler import ProfilerActivity, profile, record_function
     Path(outdir).mkdir(parents=True, exist_ok=True)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     with profile(activities=acts) as prof:
@@ -57,8 +58,6 @@ def count_launches(fn, calls: int = 3) -> dict | None:
     if not torch.cuda.is_available():
         return None
     try:
-        from torch.autograd import DeviceType
-        from torch.profiler import ProfilerActivity, profile
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for _ in range(calls):
