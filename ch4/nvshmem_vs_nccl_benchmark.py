@@ -18,10 +18,12 @@ process group, and then rank 0 starts a second torchrun for `--backend NVSHMEM` 
 Every size is verified before it is timed: rank r's message holds the small integers
 ((i + r) mod 7) - 3, exact in bf16, so the sum over ranks is known exactly on every rank.
 Bandwidth follows nccl-tests: algbw = S / t, busbw = algbw x 2(n-1)/n. The time t is the harness's
-(common.timing.time_call, as for every pair): warm-up until the per-call time settles, then CUDA-event
-samples in rounds until the median's 95% interval is under 1% of it or --budget is spent, every rank
-taking each of those decisions together (the max over ranks); t is the slowest rank's median. The
-message is not rewritten between samples: an all-reduce moves and adds the same bytes whatever they hold.
+(common.timing.time_call, as for every pair): warm-up until the per-call time settles, then samples
+(CUDA events on GPUs, the host clock on CPUs) in rounds until the median's 95% interval is under 1% of it
+or --budget is spent, every rank taking each of those decisions together (the max over ranks); t is the
+slowest rank's median. Each row also records the widest interval of a rank's median (median_ci_pct), the
+timer and the samples. The message is not rewritten between samples: an all-reduce moves and adds the
+same bytes whatever they hold.
 
 Writes allreduce.json and allreduce.png (latency and busbw against size) into the output folder.
 NVLink multicast stays off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
@@ -92,9 +94,17 @@ def max_over_ranks(x: float) -> float:
     return float(t.item())
 
 
-def seconds_per_call(fn, device, budget_s: float) -> float:
-    """The slowest rank's median seconds per call, timed by the harness (see the module docstring)."""
-    return max_over_ranks(time_call(fn, device, budget_s=budget_s, agree=max_over_ranks).median_ms / 1e3)
+def every_rank(ok: bool) -> bool:
+    """True only where it is true on every rank (each rank checks its own copy of the sum)."""
+    return max_over_ranks(0.0 if ok else 1.0) == 0.0
+
+
+def timed(fn, device, budget_s: float) -> dict:
+    """The harness's timing of one call (see the module docstring): the slowest rank's median seconds per call,
+    and how it was taken (the widest interval of a rank's median, the timer, the samples)."""
+    t = time_call(fn, device, budget_s=budget_s, agree=max_over_ranks)
+    return {"s": max_over_ranks(t.median_ms / 1e3), "median_ci_pct": max_over_ranks(t.median_ci_pct),
+            "timer": t.timer, "samples": t.samples, "calls_per_sample": t.calls_per_sample}
 
 
 def methods(device, backend_label: str, symm_ok: bool):
@@ -162,14 +172,13 @@ def sweep(args) -> dict:
             x = message(numel, rank, device)
             want = expected_sum(numel, world, device)
             fn = make(x)
-            ok = torch.equal(fn(), want)            # verify before timing ...
-            verdict = torch.tensor([float(ok)], device=device if device.type == "cuda" else "cpu")
-            dist.all_reduce(verdict, op=dist.ReduceOp.MIN)
-            row = {"method": name, "symm_backend": label, "bytes": size, "verified": bool(verdict.item())}
+            row = {"method": name, "symm_backend": label, "bytes": size,
+                   "verified": every_rank(torch.equal(fn(), want))}    # verified before timing ...
             if row["verified"]:
-                s = seconds_per_call(fn, device, args.budget or (QUICK_BUDGET_S if args.quick else BUDGET_S))
-                row.update(us=s * 1e6, algbw_gbps=size / s / 1e9, busbw_gbps=size / s / 1e9 * 2 * (world - 1) / world)
-                row["verified"] = bool(torch.equal(fn(), want))   # ... and after
+                t = timed(fn, device, QUICK_BUDGET_S if args.quick and args.budget is None else args.budget or BUDGET_S)
+                s = t.pop("s")
+                row.update(us=s * 1e6, algbw_gbps=size / s / 1e9, busbw_gbps=size / s / 1e9 * 2 * (world - 1) / world, **t)
+                row["verified"] = every_rank(torch.equal(fn(), want))   # ... and after
             rows.append(row)
             if rank == 0:
                 print(f"{name:14s} {label or '':8s} {fmt_size(size):>9s}  "
@@ -208,7 +217,8 @@ def merge(parts: list[dict]) -> dict:
     doc["definitions"] = {"algbw": "message bytes per rank / time", "busbw": "algbw x 2(n-1)/n (nccl-tests)",
                           "time": "slowest rank's median per call (common.timing.time_call: warm-up, then samples "
                                   "in rounds until the median's 95% interval is under 1% or the budget is spent); "
-                                  "each call copies the message into its buffer, then reduces"}
+                                  "each call copies the message into its buffer, then reduces",
+                          "median_ci_pct": "the widest 95% interval of a rank's median, as % of that median"}
     return doc
 
 
@@ -265,20 +275,27 @@ def exit_status(doc: dict) -> int:
     return 1 if wrong or missing else 0
 
 
+def positive_seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text}: a budget is a positive number of seconds")
+    return value
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", choices=["default", "CUDA", "NVSHMEM"],
                     help="symmetric-memory backend of this process group only (default: all, see above)")
     ap.add_argument("--sizes", nargs="+", help="message sizes per rank, e.g. 4K 64K 1M 256M")
-    ap.add_argument("--budget", type=float, help=f"timing budget per size and method, seconds (default {BUDGET_S:g}, "
-                                                 f"{QUICK_BUDGET_S:g} with --quick)")
+    ap.add_argument("--budget", type=positive_seconds, help=f"timing budget per size and method, seconds, warm-up not "
+                    f"counted (default {BUDGET_S:g}, {QUICK_BUDGET_S:g} with --quick)")
     ap.add_argument("--quick", action="store_true", help="sizes up to 1 MiB on GPUs, 64 KiB on CPUs")
     ap.add_argument("--output", type=Path, help="folder for allreduce.json and allreduce.png")
     ap.add_argument("--nproc", type=int, default=2, help="without torchrun: processes to launch (default 2)")
     ap.add_argument("--part", type=Path, help=argparse.SUPPRESS)        # internal: where a part writes its JSON
     ap.add_argument("--symm-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    passthrough = (["--sizes", *args.sizes] if args.sizes else []) + (["--budget", str(args.budget)] if args.budget else []) \
+    passthrough = (["--sizes", *args.sizes] if args.sizes else []) + (["--budget", str(args.budget)] if args.budget is not None else []) \
         + (["--quick"] if args.quick else [])
 
     if "WORLD_SIZE" not in os.environ:       # the driver: one torchrun per backend

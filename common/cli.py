@@ -227,9 +227,12 @@ class LoadFailed:
     def key(self) -> str:
         return f"ch{self.chapter}/{self.name}"
 
+    @property
+    def said(self) -> str:
+        return f"{type(self.error).__name__}: {self.error}"
+
     def record(self) -> dict:
-        said = f"{type(self.error).__name__}: {self.error}"
-        return pair_record(self.chapter, self.name, "?", status="failed", error=said, errors=[said])
+        return pair_record(self.chapter, self.name, "?", status="failed", error=self.said, errors=[self.said])
 
 
 def load_all(selection) -> list[Pair | LoadFailed]:
@@ -256,7 +259,7 @@ def list_pairs(pairs: list[Pair | LoadFailed]) -> int:
             print(f"ch{pair.chapter}  {title}")
             chapter = pair.chapter
         if isinstance(pair, LoadFailed):
-            print(f"  {pair.name:24s} FAILED to load: {pair.record()['error']}")
+            print(f"  {pair.name:24s} FAILED to load: {pair.said}")
             continue
         print(f"  {pair.name:24s} [{pair.bound}, {'/'.join(pair.devices)}] {pair.baseline.summary}")
         if pair.sweep:
@@ -272,7 +275,8 @@ def sweep_text(sweep: dict) -> str:
     return ", ".join(parts + [f"dtype ({', '.join(sweep['dtype'])})"] if "dtype" in sweep else parts)
 
 
-def sweep_points(pairs: list, sizes: list[int] | None, dtypes: list[str] | None, named: bool):
+def sweep_points(pairs: list[Pair | LoadFailed], sizes: list[int] | None, dtypes: list[str] | None,
+                 named: bool) -> list[Pair | LoadFailed] | str:
     """--sizes/--dtypes: each pair that takes them becomes one entry per point (pair.at(point)), in the order
     sizes, then dtypes. A pair that does not take one, or not one of the dtypes, is left out of a chapter's
     sweep (said on stderr), and is bad input when named with --pair. The pairs, or the complaint."""
@@ -373,9 +377,10 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
         if args.list:
             return list_pairs(pairs)
         if args.sizes or args.dtypes:
-            pairs = sweep_points(pairs, args.sizes, args.dtypes, named=bool(args.pair))
-            if isinstance(pairs, str):
-                return fail(pairs)
+            swept = sweep_points(pairs, args.sizes, args.dtypes, named=bool(args.pair))
+            if isinstance(swept, str):
+                return fail(swept)
+            pairs = swept
     device = _device_for(args, pairs)
     if isinstance(device, str):
         return fail(device)

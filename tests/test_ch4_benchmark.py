@@ -13,14 +13,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 # Under torchrun, the benchmark with a clock this test controls (the harness's timer reads it): each
-# all-reduce call advances it by a known time, 250 us on rank 0 and 400 us on rank 1, so every reported
-# time and rate is known in advance.
+# all-reduce call advances it by a known time, 250 us on rank 0 and 400 us on rank 1, except that every
+# tenth call on rank 1 takes 4 ms. A sample is a batch of calls, and most samples hold no slow call, so the
+# median is 400 us (a mean would read over 700), and every reported time and rate is known in advance.
 FAKE_CLOCK = """
 import os, sys, types
 import ch4.nvshmem_vs_nccl_benchmark as bench
 import common.timing
-per_call_s = (250e-6, 400e-6)[int(os.environ["RANK"])]
-clock = types.SimpleNamespace(t=1000.0)
+rank = int(os.environ["RANK"])
+clock = types.SimpleNamespace(t=1000.0, calls=0)
 common.timing.time = types.SimpleNamespace(perf_counter=lambda: clock.t)   # the harness's timer reads this clock
 real_methods = bench.methods
 
@@ -28,7 +29,8 @@ def ticking(make):
     def make_ticking(x):
         call = make(x)
         def tick():
-            clock.t += per_call_s
+            clock.calls += 1
+            clock.t += 250e-6 if rank == 0 else 4e-3 if clock.calls % 10 == 0 else 400e-6
             return call()
         return tick
     return make_ticking
@@ -59,6 +61,7 @@ def test_allreduce_sweep_on_gloo_reports_the_slowest_ranks_time_and_nccl_tests_b
         assert r["us"] == pytest.approx(400.0, rel=1e-9)
         assert r["algbw_gbps"] == pytest.approx(want_gbps[r["bytes"]], rel=1e-9)
         assert r["busbw_gbps"] == pytest.approx(want_gbps[r["bytes"]], rel=1e-9)
+        assert r["timer"] == "cpu_wall" and r["samples"] >= 10 and r["median_ci_pct"] == pytest.approx(0.0, abs=1e-6)
     off = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
     assert doc["env"] == {k: os.environ.get(k, v) for k, v in off.items()}   # multicast off unless the caller chose
     assert "default" in doc["symm_unavailable"]
@@ -83,3 +86,10 @@ def test_sizes_parse_and_sweep_by_device():
     gpu = default_sizes("cuda", quick=False)
     assert gpu[0] == 4 << 10 and gpu[-1] == 256 << 20 and all(b == 4 * a for a, b in zip(gpu, gpu[1:]))
     assert default_sizes("cpu", quick=True)[-1] == 64 << 10
+
+
+@pytest.mark.parametrize("budget", ["0", "-1", "nan"])
+def test_a_budget_that_is_not_a_positive_number_of_seconds_is_refused(budget):
+    proc = subprocess.run([sys.executable, str(ROOT / "ch4" / "nvshmem_vs_nccl_benchmark.py"), "--budget", budget],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "a budget is a positive number of seconds" in proc.stderr, proc.stderr
