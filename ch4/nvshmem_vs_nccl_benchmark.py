@@ -50,7 +50,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from common.files import new_run_folder  # noqa: E402
-from common.timing import BUDGET_S, QUICK_BUDGET_S, time_call  # noqa: E402
+from common.timing import BUDGET_S, QUICK_BUDGET_S, max_over_ranks, time_call  # noqa: E402
 
 DTYPE = torch.bfloat16
 ONE_SHOT_MAX = 16 << 20     # one-shot reads n x S per rank: beyond a few MiB two-shot wins anyway
@@ -85,13 +85,6 @@ def message(numel: int, rank: int, device) -> torch.Tensor:
 def expected_sum(numel: int, world: int, device) -> torch.Tensor:
     i = torch.arange(numel, device=device)
     return sum(((i + r) % 7) - 3 for r in range(world)).to(DTYPE)
-
-
-def max_over_ranks(x: float) -> float:
-    """The largest of one number over every rank: every rank takes the timer's decisions together."""
-    t = torch.tensor([float(x)], dtype=torch.float64, device="cuda" if dist.get_backend() == "nccl" else "cpu")
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
 
 
 def every_rank(ok: bool) -> bool:
@@ -161,6 +154,7 @@ def sweep(args) -> dict:
         elif backend != "default":
             symm_mem.set_backend(backend)   # before this process's first symmetric tensor
     sizes = [parse_size(s) for s in args.sizes] if args.sizes else default_sizes(device.type, args.quick)
+    budget_s = args.budget if args.budget is not None else QUICK_BUDGET_S if args.quick else BUDGET_S
     rows = []
     for name, label, make in methods(device, backend, unavailable is None):
         if args.symm_only and label is None:
@@ -175,7 +169,7 @@ def sweep(args) -> dict:
             row = {"method": name, "symm_backend": label, "bytes": size,
                    "verified": every_rank(torch.equal(fn(), want))}    # verified before timing ...
             if row["verified"]:
-                t = timed(fn, device, QUICK_BUDGET_S if args.quick and args.budget is None else args.budget or BUDGET_S)
+                t = timed(fn, device, budget_s)
                 s = t.pop("s")
                 row.update(us=s * 1e6, algbw_gbps=size / s / 1e9, busbw_gbps=size / s / 1e9 * 2 * (world - 1) / world, **t)
                 row["verified"] = every_rank(torch.equal(fn(), want))   # ... and after

@@ -56,7 +56,8 @@ from common.profiling.capture import count_launches, profile_calls
 from common.results import speedup_interval
 from common.timeline import draw_gantt
 from common.timing import (BUDGET_S, Between, L2Scrubber, Timed, back_to_back, back_to_back_calls, cache_bytes, finish,
-                           gpu_state, modes_of_its_own, paired_speedup, returned_bytes, time_rounds, two_modes)
+                           gpu_state, max_over_ranks, modes_of_its_own, paired_speedup, returned_bytes, time_rounds,
+                           two_modes)
 from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, as_tensors, check_inputs_random, looser, responds_to_inputs,
                            snapshot_as_caller, verify_outputs)
 
@@ -81,15 +82,7 @@ def _distributed() -> bool:
 
 def _agree_fn() -> Callable[[float], float]:
     """max() of a number over every rank (identity in one process): every rank takes the same decisions."""
-    if not _distributed():
-        return lambda x: x
-    dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-
-    def agree(x: float) -> float:
-        t = torch.tensor([float(x)], dtype=torch.float64, device=dev)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return float(t.item())
-    return agree
+    return max_over_ranks if _distributed() else (lambda x: x)
 
 
 def first_error(err: str | None) -> str | None:

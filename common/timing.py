@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+import torch.distributed as dist
 
 BUDGET_S = 2.0             # timing budget per variant (benchmark.py --budget), unless --quick
 QUICK_BUDGET_S = 0.3       # ...with --quick
@@ -554,6 +555,15 @@ def gpu_state(device: torch.device) -> dict | None:
 
 def _alone(x: float) -> float:
     return x
+
+
+def max_over_ranks(x: float) -> float:
+    """max() of a number over every rank of the default process group: `agree` for several processes, so that
+    every rank takes the timer's decisions (and the number reported) together."""
+    t = torch.tensor([float(x)], dtype=torch.float64,
+                     device=torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
 
 
 def finish(t: Timed, device: torch.device, *, budget_s: float = BUDGET_S, agree: Callable[[float], float] = _alone,
