@@ -33,7 +33,7 @@ from common.files import RUNS_DIR, new_run_folder, run_name  # user runs; commit
 from common.host import host_info
 from common.launch import SPARE_AFTER, RunSpec, Spare, run_in_subprocess, tool_missing, worker_env
 from common.pair import REPO_ROOT, SWEEP_DTYPES, Pair, pair_record
-from common.report import CompareRefused, compare_runs, summary_markdown, write_report
+from common.report import CompareRefused, compare_runs, merge_runs, summary_markdown, write_report
 from common.results import SCHEMA_VERSION, validate_results
 from common.timing import BUDGET_S, QUICK_BUDGET_S
 
@@ -51,6 +51,8 @@ Examples
                                            a sweep: one run and one report row per point, for the
                                            pairs that take a size and dtype (--list says "sweeps")
   python benchmark.py --compare profiles/h100/ch1/results.json profiles/runs/<run>/results.json
+  python benchmark.py --compare before after
+                                           each side a folder of several runs (--output before/1, ...)
 
 Reports of your runs go to profiles/runs/<date>-<device>/, which git ignores; the
 committed reports quoted in the READMEs live under profiles/<gpu>/.
@@ -126,9 +128,11 @@ def build_parser(pair_file: Path | None = None) -> argparse.ArgumentParser:
     ap.add_argument("--peaks", action="store_true",
                     help="(re)measure this device's ceilings (copy GB/s, matmul TFLOP/s per dtype, launch µs) and "
                          "cache them in profiles/peaks/; alone, only that, e.g. --peaks")
-    ap.add_argument("--compare", nargs=2, type=Path, metavar=("OLD.json", "NEW.json"),
-                    help="print per-variant changes between two results.json files; exit 1 on regressions, "
-                         "e.g. --compare profiles/a/results.json profiles/b/results.json")
+    ap.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"),
+                    help="print per-variant changes between two results.json files, or two folders of several "
+                         "runs each (each variant's interval then spans its runs': host-bound pairs move more "
+                         "between runs than within one); exit 1 on regressions, e.g. --compare "
+                         "profiles/a/results.json profiles/b/results.json, or --compare before/ after/")
     ap.add_argument("--root", type=Path, default=REPO_ROOT, help=argparse.SUPPRESS)  # chapters elsewhere (tests)
     ap.add_argument("--no-report", action="store_true", help="print the comparison only; write no files (what "
                     "running a pair file does), e.g. --no-report --pair batched_gemm")
@@ -316,24 +320,33 @@ def _json_kind(x) -> str:
     return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(x), "null")
 
 
-def compare(paths: list[Path]) -> int:
-    docs = []
-    for p in paths:
-        try:
-            doc = json.loads(Path(p).read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            return fail(f"cannot read {p}: {e}")
-        if not isinstance(doc, dict):
-            return fail(f"{p} is not a results.json: its top level is a {_json_kind(doc)}, not an object")
-        try:
-            problems = validate_results(doc)
-        except (TypeError, AttributeError, KeyError) as e:  # keys present but of the wrong kind
-            problems = [f"malformed ({type(e).__name__}: {e})"]
-        if problems:
-            return fail(f"{p} is not a results.json: {problems[0]}")
-        docs.append(doc)
+def _read_results(p: Path) -> dict | str:
+    """A results.json's document, or why it is not one."""
     try:
-        text, regressions = compare_runs(*docs)
+        doc = json.loads(Path(p).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return f"cannot read {p}: {e}"
+    if not isinstance(doc, dict):
+        return f"{p} is not a results.json: its top level is a {_json_kind(doc)}, not an object"
+    try:
+        problems = validate_results(doc)
+    except (TypeError, AttributeError, KeyError) as e:  # keys present but of the wrong kind
+        problems = [f"malformed ({type(e).__name__}: {e})"]
+    return f"{p} is not a results.json: {problems[0]}" if problems else doc
+
+
+def compare(paths: list[Path]) -> int:
+    """--compare OLD NEW: each a results.json, or a folder whose results.json files (at any depth) are several
+    runs of that side (common.report.merge_runs)."""
+    sides = []
+    for p in paths:
+        files = sorted(Path(p).rglob("results.json")) if Path(p).is_dir() else [p]
+        docs = [_read_results(f) for f in files]
+        if not docs or any(isinstance(d, str) for d in docs):
+            return fail(next((d for d in docs if isinstance(d, str)), f"{p}: a folder with no results.json in it"))
+        sides.append(docs)
+    try:
+        text, regressions = compare_runs(*(merge_runs(docs) for docs in sides))
     except CompareRefused as e:  # quick vs full, different devices, ...
         return fail(f"cannot compare {paths[0]} with {paths[1]}: {e}")
     print(text)

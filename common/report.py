@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -276,9 +277,10 @@ class CompareRefused(Exception):
 
 def compare_runs(old: dict, new: dict, allow_quick_vs_full: bool = False) -> tuple[str, int]:
     """A table of per-variant median changes and the number of regressions: variants slower by more than
-    REGRESSION_PCT whose two intervals (median ± half its 95% CI) do not overlap, verified before and failing now,
-    or pairs and variants of the old run missing from the new one. Raises CompareRefused for a quick run against a
-    full one (different sizes) unless allow_quick_vs_full; different devices or hosts are stated at the top."""
+    REGRESSION_PCT whose two intervals (median ± half its 95% CI; for several runs, `merge_runs`) do not overlap,
+    verified before and failing now, or pairs and variants of the old run missing from the new one. Raises
+    CompareRefused for a quick run against a full one (different sizes) unless allow_quick_vs_full; different
+    devices or hosts are stated at the top."""
     notes = _compare_notes(old, new, allow_quick_vs_full)
     lines = [_run_line("old", old), _run_line("new", new)] + [f"warning: {n}" for n in notes]
     lines.append(f"{'pair / variant':58s} {'old ms':>10s} {'new ms':>10s} {'change':>8s}")
@@ -287,15 +289,58 @@ def compare_runs(old: dict, new: dict, allow_quick_vs_full: bool = False) -> tup
             for row in _compare_pair(key, old_pairs.get(key), new_pairs.get(key))]
     regressions = sum(counts for _, counts in rows)
     lines += [text for text, _ in rows]
-    lines.append(f"{regressions} regression(s): slower by more than {REGRESSION_PCT:.0f}% beyond both runs' 95% "
-                 f"intervals, newly failing, or missing from the new run")
+    lines.append(f"{regressions} regression(s): slower by more than {REGRESSION_PCT:.0f}% with the two intervals "
+                 f"apart (a run's 95% interval; several runs': their span), newly failing, or missing from the new run")
     return "\n".join(lines), regressions
+
+
+def merge_runs(docs: list[dict]) -> dict:
+    """Several runs of one side of a comparison as one document. A host-bound pair moves more from one run to
+    the next than each run's own interval says, so a variant's interval here spans every run's interval
+    (`runs_ms`), and its median is the median of the runs' medians. A pair or variant that failed or was skipped
+    in any run stands for the side; one missing from a run (a rerun of a few pairs) is merged from the others.
+    Raises CompareRefused for runs of different devices or of quick and full runs."""
+    if len({(d["device"]["name"], bool(d.get("quick"))) for d in docs}) > 1:
+        raise CompareRefused("the runs of one side are of different devices, or quick and full runs mixed")
+    if len(docs) == 1:
+        return docs[0]
+    records: dict = {}
+    for doc in docs:
+        for p in doc["pairs"]:
+            records.setdefault((p["chapter"], p["name"]), []).append(p)
+    pairs = []
+    for runs in records.values():
+        pair = min(runs, key=lambda p: (bool(p.get("baseline")), p["status"] == "ok"))  # the worst run's
+        named: dict = {}
+        for e in (e for p in [pair, *runs] for e in entries(p)):
+            named.setdefault(e["name"], []).append(e)
+        merged = [_merge_entry(same) for same in named.values()]
+        pairs.append({**pair, "baseline": merged[0] if pair.get("baseline") else None,
+                      "variants": merged[1:] if pair.get("baseline") else []})
+    commits = ", ".join(dict.fromkeys(str(d.get("git_commit")) for d in docs))
+    return {**docs[0], "pairs": pairs, "runs": len(docs), "git_commit": commits,
+            "created": f"{docs[0].get('created')} to {docs[-1].get('created')}",
+            "interrupted": any(d.get("interrupted") for d in docs)}
+
+
+def _merge_entry(same: list[dict]) -> dict:
+    """One variant over several runs (the first is the worst run's record of its pair): a failure, a skip or a
+    SUSPECT time in any run stands; else the median of the medians, and the span of every run's interval."""
+    bad = next((e for e in same if variant_status(e)[0] in ("FAILED", "skipped", "SUSPECT")), None)
+    timed = list({id(e): e for e in same if e.get("median_ms")}.values())
+    if bad is not None or len(timed) < 2:
+        return bad or same[0]
+    ends = [(e["median_ms"] * (1 - h), e["median_ms"] * (1 + h)) for e in timed
+            for h in [(e.get("median_ci_pct") or 0) / 200]]
+    return {**timed[0], "median_ms": statistics.median(e["median_ms"] for e in timed),
+            "runs_ms": [min(lo for lo, _ in ends), max(hi for _, hi in ends)]}
 
 
 def _run_line(label: str, doc: dict) -> str:
     host = host_text(doc) or "host not recorded"
-    return (f"{label}: {doc['device']['name']}, {host}, {'quick' if doc.get('quick') else 'full'} run, commit "
-            f"{doc.get('git_commit')}, {doc.get('created')}" + (", INTERRUPTED" if doc.get("interrupted") else ""))
+    return (f"{label}: " + (f"{doc['runs']} runs, " if doc.get("runs") else "") + f"{doc['device']['name']}, {host}, "
+            f"{'quick' if doc.get('quick') else 'full'} run, commit {doc.get('git_commit')}, {doc.get('created')}"
+            + (", INTERRUPTED" if doc.get("interrupted") else ""))
 
 
 def _compare_notes(old: dict, new: dict, allow_quick_vs_full: bool) -> list[str]:
@@ -368,16 +413,25 @@ def _compare_variant(label: str, va: dict | None, vb: dict | None) -> tuple[str,
     ma, mb = va.get("median_ms"), vb.get("median_ms")
     if not ma or not mb:
         return _row(label, "fixed: passes now" if sa == "FAILED" else "no timing")
-    ha, hb = (va.get("median_ci_pct") or 0) / 200, (vb.get("median_ci_pct") or 0) / 200
+    (lo_a, hi_a, said_a), (lo_b, hi_b, said_b) = _span(va), _span(vb)
     change = 100 * (mb - ma) / ma
-    apart = mb * (1 - hb) > ma * (1 + ha) or mb * (1 + hb) < ma * (1 - ha)
+    apart = lo_b > hi_a or hi_b < lo_a
     regression, flag = change > REGRESSION_PCT and apart, ""
     if regression:
         flag = "  REGRESSION"
     elif change < -REGRESSION_PCT and apart:
         flag = "  faster"
     elif abs(change) > REGRESSION_PCT:
-        flag = f"  within noise (±{100 * ha:.2g}% / ±{100 * hb:.2g}%)"
+        flag = f"  within noise ({said_a} / {said_b})"
     if sb == "SUSPECT":
         flag += "  (new time SUSPECT)"
     return f"{label:58s} {ma:10.4g} {mb:10.4g} {change:+7.1f}%{flag}", int(regression)
+
+
+def _span(v: dict) -> tuple[float, float, str]:
+    """A variant's interval for --compare: its median ± half its 95% CI, or over several runs `runs_ms`."""
+    if v.get("runs_ms"):
+        lo, hi = v["runs_ms"]
+        return lo, hi, f"runs {lo:.4g}–{hi:.4g}"
+    h = (v.get("median_ci_pct") or 0) / 200
+    return v["median_ms"] * (1 - h), v["median_ms"] * (1 + h), f"±{100 * h:.2g}%"

@@ -85,6 +85,26 @@ def test_compare_two_runs(fixture_run, run_bench, tmp_path):
     assert proc.returncode == 2
 
 
+def test_compare_two_folders_of_runs(fixture_run, run_bench, tmp_path):
+    _, out = fixture_run
+    doc = json.loads((out / "results.json").read_text())
+    for side, factor in (("old", 1), ("new", 2)):
+        for run in ("1", "2"):
+            slower = json.loads(json.dumps(doc))
+            for p in slower["pairs"]:
+                for v in [p["baseline"] or {}] + p["variants"]:
+                    if v.get("median_ms"):
+                        v["median_ms"] *= factor
+            (tmp_path / side / run).mkdir(parents=True)
+            (tmp_path / side / run / "results.json").write_text(json.dumps(slower))
+    proc = run_bench("--compare", str(tmp_path / "old"), str(tmp_path / "new"))
+    assert proc.returncode == 1 and "REGRESSION" in proc.stdout and proc.stdout.startswith("old: 2 runs, ")
+    (tmp_path / "empty").mkdir()
+    proc = run_bench("--compare", str(tmp_path / "old"), str(tmp_path / "empty"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"error: {tmp_path / 'empty'}: a folder with no results.json in it", proc.stderr
+
+
 def test_torchrun_pair_runs_on_two_processes(run_bench, tmp_path):
     # Gloo on the CPU: two processes need no second GPU.
     proc = run_bench("--root", str(FIXTURES), "--chapter", "91", "--quick", "--device", "cpu", "--output", str(tmp_path))

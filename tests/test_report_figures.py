@@ -11,7 +11,7 @@ import pytest
 
 from common import figures
 from common.files import atomic_write
-from common.report import CompareRefused, compare_runs, summary_markdown, write_report
+from common.report import CompareRefused, compare_runs, merge_runs, summary_markdown, write_report
 from common.results import (entries, format_with_ci, pair_key, speedup_interval, speedup_text, validate_results,
                             variant_status)
 
@@ -219,6 +219,42 @@ def test_a_change_inside_both_intervals_is_noise_and_one_beyond_them_is_a_regres
     assert n == 2 and text.count("REGRESSION") == 2         # baseline and variant, each 20% slower
     _, n = compare_runs(tight, noisy(tight, 1.03, ci_pct=0.1))   # beyond the intervals, under 5%
     assert n == 0
+
+
+def test_several_runs_a_side_span_the_spread_between_runs():
+    # The H100's host-bound pairs: each run's interval ±0.5%, the runs 20-50% apart (profiles/h100/issue25-5bf146f)
+    base = all_pass_run()
+    old = [noisy(base, f, ci_pct=1.0) for f in (1.0, 1.25, 0.95)]
+    new = [noisy(base, f, ci_pct=1.0) for f in (1.2, 0.98, 1.06)]
+    _, n = compare_runs(old[0], new[0])
+    assert n == 2                                            # one run each: +20% beyond both tight intervals
+    text, n = compare_runs(merge_runs(old), merge_runs(new))
+    assert n == 0 and "+6.0%" in text and "within noise (runs 1.89–2.512 / runs 1.95–2.412)" in text
+    assert text.startswith("old: 3 runs, ")
+    slower = [noisy(base, f, ci_pct=1.0) for f in (1.4, 1.35, 1.5)]   # every new run beyond every old one
+    text, n = compare_runs(merge_runs(old), merge_runs(slower))
+    assert n == 2 and "+40.0%  REGRESSION" in text
+
+
+def test_a_failure_in_any_run_stands_and_a_rerun_of_some_pairs_merges():
+    full = run_with_failures()
+    rerun = copy.deepcopy(full)
+    rerun["pairs"] = [p for p in rerun["pairs"] if p["name"] == "mixed"]
+    fast = next(v for v in rerun["pairs"][0]["variants"] if v["name"] == "optimized_mixed_fast")
+    fast.update(verified=False, speedup=None, error="RuntimeError: planted in one run")
+    text, n = compare_runs(full, merge_runs([copy.deepcopy(full), rerun]))
+    assert n == 1 and "now FAILS: RuntimeError: planted in one run" in text and "MISSING" not in text
+
+
+def test_the_runs_of_one_side_must_be_of_one_device_and_mode():
+    quick = all_pass_run()
+    quick["quick"] = True
+    with pytest.raises(CompareRefused):
+        merge_runs([all_pass_run(), quick])
+    other = all_pass_run()
+    other["device"]["name"] = "another GPU"
+    with pytest.raises(CompareRefused):
+        merge_runs([all_pass_run(), other])
 
 
 def test_quick_against_full_is_refused_unless_allowed():
