@@ -346,7 +346,7 @@ def compare(paths: list[Path]) -> int:
             return fail(next((d for d in docs if isinstance(d, str)), f"{p}: a folder with no results.json in it"))
         sides.append(docs)
     try:
-        text, regressions = compare_runs(*(merge_runs(docs) for docs in sides))
+        text, regressions = compare_runs(merge_runs(sides[0], worst=False), merge_runs(sides[1]))
     except CompareRefused as e:  # quick vs full, different devices, ...
         return fail(f"cannot compare {paths[0]} with {paths[1]}: {e}")
     print(text)

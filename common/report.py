@@ -294,46 +294,53 @@ def compare_runs(old: dict, new: dict, allow_quick_vs_full: bool = False) -> tup
     return "\n".join(lines), regressions
 
 
-def merge_runs(docs: list[dict]) -> dict:
-    """Several runs of one side of a comparison as one document. A host-bound pair moves more from one run to
-    the next than each run's own interval says, so a variant's interval here spans every run's interval
-    (`runs_ms`), and its median is the median of the runs' medians. A pair or variant that failed or was skipped
-    in any run stands for the side; one missing from a run (a rerun of a few pairs) is merged from the others.
-    Raises CompareRefused for runs of different devices or of quick and full runs."""
+_RANK = {"FAILED": 0, "skipped": 1, "SUSPECT": 2}   # a variant's outcome, worst first; any other status is timed
+
+
+def merge_runs(docs: list[dict], worst: bool = True) -> dict:
+    """Several runs of one side of a comparison as one document (of one commit or several: the header lists them).
+
+    A host-bound pair moves more from one run to the next than each run's own interval says, so a variant's
+    interval here spans every run's interval (`runs_ms`), and its median is the median of the runs' medians.
+    Where the runs disagree on an outcome, the new side (`worst`) takes its worst run's: FAILED, skipped or
+    SUSPECT in any run is so for the side. The old side takes its best run's, so that a failure the old code had
+    once does not excuse one the new code has every time. A pair or variant missing from a run (a rerun of a few
+    pairs) is merged from the others. Raises CompareRefused for runs of different devices, or quick and full."""
     if len({(d["device"]["name"], bool(d.get("quick"))) for d in docs}) > 1:
         raise CompareRefused("the runs of one side are of different devices, or quick and full runs mixed")
     if len(docs) == 1:
         return docs[0]
+    pick = min if worst else max
     records: dict = {}
     for doc in docs:
         for p in doc["pairs"]:
             records.setdefault((p["chapter"], p["name"]), []).append(p)
     pairs = []
     for runs in records.values():
-        pair = min(runs, key=lambda p: (bool(p.get("baseline")), p["status"] == "ok"))  # the worst run's
+        pair = pick(runs, key=lambda p: (bool(p.get("baseline")), p["status"] == "ok"))
         named: dict = {}
-        for e in (e for p in [pair, *runs] for e in entries(p)):
+        for e in (e for p in [pair] + [p for p in runs if p is not pair] for e in entries(p)):  # pair's first
             named.setdefault(e["name"], []).append(e)
-        merged = [_merge_entry(same) for same in named.values()]
+        merged = [_merge_entry(same, pick) for same in named.values()]
         pairs.append({**pair, "baseline": merged[0] if pair.get("baseline") else None,
                       "variants": merged[1:] if pair.get("baseline") else []})
-    commits = ", ".join(dict.fromkeys(str(d.get("git_commit")) for d in docs))
-    return {**docs[0], "pairs": pairs, "runs": len(docs), "git_commit": commits,
-            "created": f"{docs[0].get('created')} to {docs[-1].get('created')}",
-            "interrupted": any(d.get("interrupted") for d in docs)}
+    created = sorted(str(d.get("created")) for d in docs)
+    return {**docs[0], "pairs": pairs, "runs": len(docs), "created": f"{created[0]} to {created[-1]}",
+            "git_commit": ", ".join(dict.fromkeys(str(d.get("git_commit")) for d in docs)),
+            "interrupted": all(d.get("interrupted") for d in docs)}   # else the others may hold what it missed
 
 
-def _merge_entry(same: list[dict]) -> dict:
-    """One variant over several runs (the first is the worst run's record of its pair): a failure, a skip or a
-    SUSPECT time in any run stands; else the median of the medians, and the span of every run's interval."""
-    bad = next((e for e in same if variant_status(e)[0] in ("FAILED", "skipped", "SUSPECT")), None)
-    timed = list({id(e): e for e in same if e.get("median_ms")}.values())
-    if bad is not None or len(timed) < 2:
-        return bad or same[0]
-    ends = [(e["median_ms"] * (1 - h), e["median_ms"] * (1 + h)) for e in timed
-            for h in [(e.get("median_ci_pct") or 0) / 200]]
-    return {**timed[0], "median_ms": statistics.median(e["median_ms"] for e in timed),
-            "runs_ms": [min(lo for lo, _ in ends), max(hi for _, hi in ends)]}
+def _merge_entry(same: list[dict], pick) -> dict:
+    """One variant over its runs: the worst outcome (`pick` min) or the best (max), in the order of _RANK; a timed
+    outcome is the median of the timed runs' medians, with the span of their intervals."""
+    rank = lambda e: _RANK.get(variant_status(e)[0], len(_RANK))  # noqa: E731
+    chosen = pick(same, key=rank)
+    timed = [e for e in same if rank(e) == len(_RANK) and e.get("median_ms")]
+    if rank(chosen) < len(_RANK) or len(timed) < 2:
+        return chosen
+    spans = [_span(e)[:2] for e in timed]
+    return {**chosen, "median_ms": statistics.median(e["median_ms"] for e in timed),
+            "runs_ms": [min(lo for lo, _ in spans), max(hi for _, hi in spans)]}
 
 
 def _run_line(label: str, doc: dict) -> str:

@@ -222,7 +222,7 @@ def test_a_change_inside_both_intervals_is_noise_and_one_beyond_them_is_a_regres
 
 
 def test_several_runs_a_side_span_the_spread_between_runs():
-    # The H100's host-bound pairs: each run's interval ±0.5%, the runs 20-50% apart (profiles/h100/issue25-5bf146f)
+    # The H100's host-bound pairs: each run's interval about ±0.5%, the runs up to 65% apart (profiles/h100/issue25-5bf146f)
     base = all_pass_run()
     old = [noisy(base, f, ci_pct=1.0) for f in (1.0, 1.25, 0.95)]
     new = [noisy(base, f, ci_pct=1.0) for f in (1.2, 0.98, 1.06)]
@@ -244,6 +244,27 @@ def test_a_failure_in_any_run_stands_and_a_rerun_of_some_pairs_merges():
     fast.update(verified=False, speedup=None, error="RuntimeError: planted in one run")
     text, n = compare_runs(full, merge_runs([copy.deepcopy(full), rerun]))
     assert n == 1 and "now FAILS: RuntimeError: planted in one run" in text and "MISSING" not in text
+
+
+def test_the_new_side_takes_its_worst_run_and_the_old_side_its_best():
+    def with_variant(**fields):
+        d = all_pass_run()
+        d["pairs"][0]["variants"][0].update(fields)
+        return d
+    failing = dict(verified=False, speedup=None, error="RuntimeError: planted")
+    suspect = dict(speedup=None, suspect="beats the floor its workload implies")
+    # a failure the old code had once does not excuse one the new code has every time
+    text, n = compare_runs(merge_runs([with_variant(**failing), all_pass_run()], worst=False),
+                           merge_runs([with_variant(**failing), with_variant(**failing)]))
+    assert n == 1 and "now FAILS: RuntimeError: planted" in text
+    # FAILED outranks SUSPECT whichever run comes first
+    text, n = compare_runs(all_pass_run(), merge_runs([with_variant(**suspect), with_variant(**failing)]))
+    assert n == 1 and "now FAILS" in text
+    # a run in which the pair failed as a whole (no baseline) stands for the new side
+    crashed = all_pass_run()
+    crashed["pairs"][0].update(status="failed", baseline=None, variants=[], error="crashed (exit code -9)")
+    text, n = compare_runs(all_pass_run(), merge_runs([all_pass_run(), crashed]))
+    assert n == 1 and "FAILED in new run: crashed (exit code -9)" in text
 
 
 def test_the_runs_of_one_side_must_be_of_one_device_and_mode():
