@@ -319,7 +319,7 @@ def merge_runs(docs: list[dict], worst: bool = True) -> dict:
     for runs in records.values():
         pair = pick(runs, key=lambda p: (bool(p.get("baseline")), p["status"] == "ok"))
         named: dict = {}
-        for e in (e for p in [pair] + [p for p in runs if p is not pair] for e in entries(p)):  # pair's first
+        for e in (e for p in [pair] + [p for p in runs if p is not pair] for e in entries(p)):  # its baseline first
             named.setdefault(e["name"], []).append(e)
         merged = [_merge_entry(same, pick) for same in named.values()]
         pairs.append({**pair, "baseline": merged[0] if pair.get("baseline") else None,
