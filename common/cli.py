@@ -34,7 +34,7 @@ from common.host import host_info
 from common.launch import SPARE_AFTER, RunSpec, Spare, run_in_subprocess, tool_missing, worker_env
 from common.pair import REPO_ROOT, SWEEP_DTYPES, Pair, pair_record
 from common.report import CompareRefused, compare_runs, merge_runs, summary_markdown, write_report
-from common.results import SCHEMA_VERSION, validate_results
+from common.results import SCHEMA_VERSION, read_results
 from common.timing import BUDGET_S, QUICK_BUDGET_S
 
 EXAMPLES = """\
@@ -316,32 +316,13 @@ def sweep_points(pairs: list[Pair | LoadFailed], sizes: list[int] | None, dtypes
     return out
 
 
-def _json_kind(x) -> str:
-    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(x), "null")
-
-
-def _read_results(p: Path) -> dict | str:
-    """A results.json's document, or why it is not one."""
-    try:
-        doc = json.loads(Path(p).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        return f"cannot read {p}: {e}"
-    if not isinstance(doc, dict):
-        return f"{p} is not a results.json: its top level is a {_json_kind(doc)}, not an object"
-    try:
-        problems = validate_results(doc)
-    except (TypeError, AttributeError, KeyError) as e:  # keys present but of the wrong kind
-        problems = [f"malformed ({type(e).__name__}: {e})"]
-    return f"{p} is not a results.json: {problems[0]}" if problems else doc
-
-
 def compare(paths: list[Path]) -> int:
     """--compare OLD NEW: each a results.json, or a folder whose results.json files (at any depth) are several
     runs of that side (common.report.merge_runs)."""
     sides = []
     for p in paths:
         files = sorted(Path(p).rglob("results.json")) if Path(p).is_dir() else [p]
-        docs = [_read_results(f) for f in files]
+        docs = [read_results(f) for f in files]
         if not docs or any(isinstance(d, str) for d in docs):
             return fail(next((d for d in docs if isinstance(d, str)), f"{p}: a folder with no results.json in it"))
         sides.append(docs)

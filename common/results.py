@@ -3,7 +3,9 @@ interval and the digits it supports, the run's labels. Read by the report, the f
 """
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 SCHEMA_VERSION = 1
 REQUIRED_TOP = {"schema_version", "device", "torch", "cuda", "driver", "git_commit", "created", "pairs"}
@@ -47,6 +49,22 @@ def validate_results(doc: dict) -> list[str]:
             if v.get("suspect") and v.get("speedup") is not None and v.get("name") != "baseline":
                 errs.append(f"pairs[{i}] variant {v.get('name')} is suspect but has a speedup")
     return errs
+
+
+def read_results(path: Path) -> dict | str:
+    """A results.json's document, or the one line that says why the file is not one."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return f"cannot read {path}: {e}"
+    if not isinstance(doc, dict):
+        kind = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(doc), "null")
+        return f"{path} is not a results.json: its top level is a {kind}, not an object"
+    try:
+        problems = validate_results(doc)
+    except (TypeError, AttributeError, KeyError) as e:  # keys present but of the wrong kind
+        problems = [f"malformed ({type(e).__name__}: {e})"]
+    return f"{path} is not a results.json: {problems[0]}" if problems else doc
 
 
 def entries(pair: dict) -> list[dict]:

@@ -8,7 +8,6 @@ summary.md is left as it was written at measurement time; --summary rewrites it 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -18,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 from common.figures import write_figures  # noqa: E402
 from common.files import atomic_write  # noqa: E402
 from common.report import summary_markdown  # noqa: E402
-from common.results import validate_results  # noqa: E402
+from common.results import read_results  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -27,14 +26,9 @@ def main(argv=None) -> int:
     ap.add_argument("--summary", action="store_true", help="also rewrite summary.md")
     a = ap.parse_args(argv)
     for path in a.results:
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            print(f"error: cannot read {path}: {e}", file=sys.stderr)
-            return 2
-        problems = validate_results(doc)
-        if problems:
-            print(f"error: {path} is not a results.json: {problems[0]}", file=sys.stderr)
+        doc = read_results(path)
+        if isinstance(doc, str):
+            print(f"error: {doc}", file=sys.stderr)
             return 2
         written = write_figures(doc, path.parent)
         if a.summary:
