@@ -80,11 +80,6 @@ def _distributed() -> bool:
     return dist.is_available() and dist.is_initialized()
 
 
-def _agree_fn() -> Callable[[float], float]:
-    """max() of a number over every rank (identity in one process): every rank takes the same decisions."""
-    return max_over_ranks if _distributed() else (lambda x: x)
-
-
 def first_error(err: str | None) -> str | None:
     """The first rank's complaint, seen by every rank, so that all ranks stop a variant together."""
     if not _distributed():
@@ -92,13 +87,6 @@ def first_error(err: str | None) -> str | None:
     errs: list = [None] * dist.get_world_size()
     dist.all_gather_object(errs, err)
     return next((f"rank {r}: {e}" if len(errs) > 1 else e for r, e in enumerate(errs) if e), None)
-
-
-def _free(device: torch.device) -> None:
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.empty_cache()
 
 
 # ----------------------------------------------------------------------------- one variant
@@ -151,7 +139,7 @@ class Context:
                  profile: str | None, outdir: Path | None, untouched: Snapshot | None = None):
         self.pair, self.device, self.quick, self.budget_s = pair, device, quick, budget_s
         self.peaks, self.profile, self.outdir = peaks, profile, outdir
-        self.agree = _agree_fn()
+        self.agree = max_over_ranks if _distributed() else (lambda x: x)  # every rank takes the same decisions
         self.refs = References(pair, device, quick)
         self.scrubber = L2Scrubber(device) if pair.bound == "memory" and device.type == "cuda" else None
         self.cache = cache_bytes(device.type)
@@ -336,7 +324,10 @@ class Trial:
         self.fn = self.own = None
         self.done = True
         self.ctx.untouched.restore()
-        _free(self.ctx.device)
+        gc.collect()
+        if self.ctx.device.type == "cuda":
+            torch.cuda.synchronize(self.ctx.device)
+            torch.cuda.empty_cache()
 
     def prepare(self):
         log(f"  {self.v.name}: verifying")

@@ -426,14 +426,10 @@ def _settled(entries: list[Timed], elapsed: float, budget_s: float) -> bool:
     return True
 
 
-def _guarded(guard, step):
-    return guard(step) if guard else step()
-
-
 def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float = BUDGET_S,
                 agree: Callable[[float], float] = None, compute_bound: bool = False,
                 check: Callable[[int, Timed, Any], None] | None = None,
-                guard: Callable[[Callable[[], Any]], Any] | None = None) -> None:
+                guard: Callable[[Callable[[], Any]], Any] = lambda step: step()) -> None:
     """Time every entry in interleaved rounds until each is known well enough (see the module docstring).
 
     Round r runs one round of every live entry, forwards on even r and backwards on odd r (ABBA), so a
@@ -450,14 +446,13 @@ def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float =
         min_s = COMPUTE_WARMUP_S if compute_bound and on_gpu and i == 0 else WARMUP_MIN_S
         try:
             with t.context():
-                est, t.warmup_calls = _guarded(guard, lambda: warm_up(t.fn, device, max(min_s, min(2.0, budget_s)),
-                                                                         agree, min_s))
+                est, t.warmup_calls = guard(lambda: warm_up(t.fn, device, max(min_s, min(2.0, budget_s)), agree, min_s))
                 t.est_s = est
                 t.calls = _calls_per_sample(est, fed=t.between.feed is not None)
-                _guarded(guard, t.between)  # once before any round: the first feed or scrub can load a kernel
+                guard(t.between)  # once before any round: the first feed or scrub can load a kernel
                 _sync(device)
                 fed_at = time.perf_counter()
-                _guarded(guard, t.between)  # a round is ~50 ms of work, feeds and scrubs included
+                guard(t.between)  # a round is ~50 ms of work, feeds and scrubs included
                 _sync(device)
                 sample_s = est * t.calls + agree(time.perf_counter() - fed_at)
                 t.rnd, t.streak = _round_size(sample_s), _streak(sample_s)
@@ -471,15 +466,15 @@ def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float =
             try:
                 with t.context():
                     if on_gpu:
-                        times, ratio, kept = _guarded(guard, lambda: _round_events(t, device, keep))
+                        times, ratio, kept = guard(lambda: _round_events(t, device, keep))
                         if ratio is not None:
                             t.wall_ratios.append(ratio)
                     else:
-                        times, kept = _guarded(guard, lambda: _round_wall(t, device, keep))
+                        times, kept = guard(lambda: _round_wall(t, device, keep))
                     t.per_call.extend(times)
                     t.round_s.append(statistics.median(times))
                     if keep:
-                        _guarded(guard, lambda: check(entries.index(t), t, kept))
+                        guard(lambda: check(entries.index(t), t, kept))
             except Exception as e:  # noqa: BLE001 - this entry fails alone; the others go on
                 t.error = e
         live = [t for t in live if t.error is None]
@@ -588,12 +583,6 @@ def finish(t: Timed, device: torch.device, *, budget_s: float = BUDGET_S, agree:
     return timing
 
 
-def scrubber(device: torch.device, flush_l2: bool | Callable[[], Any]) -> Callable[[], Any] | None:
-    if torch.device(device).type != "cuda":
-        return None
-    return (L2Scrubber(device) if flush_l2 is True else flush_l2) or None
-
-
 def time_together(calls: dict[str, Callable[[], Any]], device: torch.device, *, budget_s: float = BUDGET_S,
                   feed: Callable[[int], Any] | None = None, compute_bound: bool = False) -> dict[str, Timing]:
     """Each call's Timing, the calls timed in interleaved rounds (`time_rounds`) as a pair's variants are: for
@@ -621,7 +610,7 @@ def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool | C
     interleaved rounds: `time_rounds`.
     """
     device = torch.device(device)
-    flush = scrubber(device, flush_l2)
+    flush = ((L2Scrubber(device) if flush_l2 is True else flush_l2) or None) if device.type == "cuda" else None
     if flush_l2 is True and flush is not None:   # made here: it leaves L2 as dirty as fn's output (L2Scrubber)
         flush.output_bytes(returned_bytes(fn()))
     t = Timed(fn, Between(feed, flush))
