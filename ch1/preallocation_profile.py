@@ -69,7 +69,8 @@ def main():
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if not torch.cuda.is_available():
-        sys.exit("error: ch1/preallocation_profile.py needs a CUDA GPU; none is visible to PyTorch")
+        print("error: ch1/preallocation_profile.py needs a CUDA GPU; none is visible to PyTorch", file=sys.stderr)
+        sys.exit(2)  # bad input, as for every chapter script
     doc = measure()
     if a.child:
         print(json.dumps(doc))

@@ -175,14 +175,16 @@ def test_zero_copy_kernels_under_the_triton_interpreter_match_torch():
 
 
 def test_the_gpu_scripts_of_the_new_topics_fail_in_one_line(tmp_path):
-    """The zero-copy sweep and probe and the gradient-accumulation sweep: a bad argument, and (without a GPU)
-    the missing GPU, each one `error:` line, exit 2, no traceback, no folder left behind."""
+    """The zero-copy sweep and probe, the gradient-accumulation sweep and the preallocation profile: a bad
+    argument, and (without a GPU) the missing GPU, each one `error:` line, exit 2, no traceback, no folder
+    left behind."""
     from test_ch13 import no_gpu, one_error_line
     assert "does not divide" in one_error_line(["ch1/grad_accumulation_sweep.py", "--micro", "3", "--out", str(tmp_path)])
     if not no_gpu():
         pytest.skip("with a GPU these scripts run")
     for cmd in (["ch1/zero_copy_sweep.py", "--out", str(tmp_path / "zc")],
                 ["ch1/grad_accumulation_sweep.py", "--out", str(tmp_path / "ga")],
-                ["scripts/zero_copy_probe.py", str(tmp_path / "probe" / "p.md")]):
+                ["scripts/zero_copy_probe.py", str(tmp_path / "probe" / "p.md")],
+                ["ch1/preallocation_profile.py", "--json", str(tmp_path / "prealloc.json")]):
         assert "needs a CUDA GPU" in one_error_line(cmd)
     assert not any(tmp_path.iterdir())
