@@ -31,7 +31,10 @@ bin/%_$(SUFFIX): %.cu ../common/cuda/cuda_check.cuh $(wildcard *.cuh)
 	@mkdir -p bin
 	$(NVCC) $(if $(ARCH_$*),$(filter-out -arch=%,$(FLAGS)) -arch=$(ARCH_$*),$(FLAGS)) $(FLAGS_$*) $< -o $@ $(LIBS_$*)
 
+# Without a GPU a sample's first CUDA call fails with a driver message; say what is missing instead.
 run: all
+	@nvidia-smi -L >/dev/null 2>&1 || { echo "error: make run needs an NVIDIA GPU and nvidia-smi lists none;" \
+	  "the samples are built in $(CURDIR)/bin" >&2; exit 2; }
 	@set -e; for b in $(BINS); do echo "== $$b"; ./$$b; done
 
 clean:
