@@ -139,9 +139,8 @@ def _label_x(r: Row) -> float:
 
 def plot_speedups(doc: dict, path: Path) -> None:
     rows = speedup_rows(doc)
-    label_in = max([len(r.label) for r in rows] + [10]) * CHAR_IN
     fig, ax = plt.subplots(figsize=(FIG_WIDTH_IN, 0.34 * max(len(rows), 2) + 1.9))
-    lo, hi, ticks = _x_axis(rows, FIG_WIDTH_IN - label_in - 0.6)
+    lo, hi, ticks = _x_axis(rows, FIG_WIDTH_IN - max([len(r.label) for r in rows] + [10]) * CHAR_IN - 0.6)
     ax.set(xscale="log", xlim=(lo, hi), ylim=(len(rows) - 0.5, -0.5), axisbelow=True)
     text_x = blended_transform_factory(ax.transAxes, ax.transData)
     for y, r in enumerate(rows):

@@ -17,12 +17,13 @@ from common.verdict import recommendations, results_verdicts
 REGRESSION_PCT = 5.0          # a change smaller than this is never called a regression, however tight the intervals
 CEILING_NOISE_PCT = 100 * SLACK   # a share up to this is printed (the ceilings' own noise); above it, none
 _HOW_TO_READ = (
-    "Times are medians of CUDA-event (or, on a CPU, wall-clock) samples over back-to-back calls; ± is half the "
-    "width of the median's 95% confidence interval, and a speedup is printed with the digits its own interval (in "
-    "brackets) supports. % of ceiling compares the achieved rate with this device's measured ceiling for the pair's "
-    "bound (launch-bound pairs: the roofline floor time over the measured time). pitfall and tradeoff variants are "
-    "slower on purpose. A SUSPECT time is not trusted (faster than the floor its workload implies, or reusing "
-    "earlier results; the reason is given), so it has no speedup and no % of ceiling.")
+    "Times are medians of samples, each one call on input values it has never seen, timed with CUDA events (on a "
+    "CPU, the wall clock) in rounds taken in turn with the baseline's; ± is half the width of the median's 95% "
+    "confidence interval. A speedup is the median of the per-round ratios, printed with the digits its own interval "
+    "(in brackets) supports. % of ceiling compares the achieved rate with this device's measured ceiling for the "
+    "pair's bound (launch-bound pairs: the roofline floor time over the measured time). pitfall and tradeoff "
+    "variants are slower on purpose. A SUSPECT time is not trusted (faster than the floor its workload implies; the "
+    "reason is given), so it has no speedup and no % of ceiling.")
 
 
 def ci_text(v: dict) -> str:
@@ -40,8 +41,8 @@ def _cell(text: str, limit: float = math.inf) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _fmt(x, spec=".3f", none="–"):
-    return none if x is None else format(x, spec)
+def _fmt(x, spec: str) -> str:
+    return "–" if x is None else format(x, spec)
 
 
 def summary_markdown(doc: dict) -> str:
@@ -67,8 +68,9 @@ def _header_lines(doc: dict) -> list[str]:
     host = host_text(doc)
     lines += [f"Host CPU: {host}.", ""] if host else []
     if peaks := doc["device"].get("ceilings"):
-        mm = peaks.get("matmul_tflops", {})
-        names = [k for k in ("fp32", "tf32", "bf16", "fp16", "fp8") if mm.get(k)]
+        mm, how = peaks.get("matmul_tflops", {}), peaks.get("matmul_how") or {}
+        # the precisions measured (a CPU measures fp32 and lends its rate to the others: not printed as measured)
+        names = [k for k in ("fp32", "tf32", "bf16", "fp16", "fp8") if mm.get(k) and (k in how or not how)]
         lines += ["Measured ceilings: copy {} GB/s, host→device {} GB/s, matmul {} {} TFLOP/s, "
                   "launch {} µs.".format(_fmt(peaks.get("copy_gbps"), ".0f"), _fmt(peaks.get("h2d_gbps"), ".1f"),
                                          "/".join(names), " / ".join(_fmt(mm.get(k), ".3g") for k in names),
@@ -76,7 +78,7 @@ def _header_lines(doc: dict) -> list[str]:
     return lines
 
 
-def _status_cell(v: dict, base: dict | None = None) -> str:
+def _status_cell(v: dict, base: dict | None) -> str:
     status, why = variant_status(v)
     if status == "ok":
         return "ok"
@@ -104,14 +106,14 @@ class _Notes(list):
         return lines + ([""] + footer if footer else [])
 
 
-def bounded_pct(pct: float | None, above_ok: float = CEILING_NOISE_PCT) -> tuple[float | None, str | None]:
-    """(shown, why) for a share that must lie in 0-100%: inside, shown (why None); up to `above_ok` (the noise of
-    what it is measured against) shown, why "noise"; above that ("above") or below 0 ("below"), not shown (None)."""
+def bounded_pct(pct: float | None) -> tuple[float | None, str | None]:
+    """(shown, why) for a share that must lie in 0-100%: inside, shown (why None); up to CEILING_NOISE_PCT (the noise
+    of what it is measured against) shown, why "noise"; above that ("above") or below 0 ("below"), not shown (None)."""
     if pct is None or not math.isfinite(pct):
         return None, None
     if 0 <= pct <= 100:
         return pct, None
-    if 100 < pct <= above_ok:
+    if 100 < pct <= CEILING_NOISE_PCT:
         return pct, "noise"
     return None, "above" if pct > 100 else "below"
 
@@ -236,15 +238,12 @@ def _two_modes_section(doc: dict) -> list[str]:
     """Variants whose per-call times fall at two separate levels where their baseline's fall at one: a path
     taken only at speed, a periodic stall, an autotuner switching mid-loop. The median hides which level
     the reader's loop will see."""
-    lines = []
-    for p in doc["pairs"]:
-        for v in p.get("variants") or []:
-            m = v.get("two_modes")
-            if m and v.get("two_modes_flag"):
-                lines.append(f"- {pair_key(p)} {v['name']}: two levels of per-call time, {m['low_ms']:.4g} ms and "
-                             f"{m['high_ms']:.4g} ms ({100 * m['high_share']:.0f}% of samples at the upper one); "
-                             f"its baseline's samples in the same rounds have one"
-                             + (", or two at other levels" if v.get("baseline_two_modes") else ""))
+    lines = [f"- {pair_key(p)} {v['name']}: two levels of per-call time, {m['low_ms']:.4g} ms and "
+             f"{m['high_ms']:.4g} ms ({100 * m['high_share']:.0f}% of samples at the upper one); "
+             f"its baseline's samples in the same rounds have one"
+             + (", or two at other levels" if v.get("baseline_two_modes") else "")
+             for p in doc["pairs"] for v in p.get("variants") or []
+             if (m := v.get("two_modes")) and v.get("two_modes_flag")]
     return ["", "## Two modes (the median hides one)", ""] + lines if lines else []
 
 
@@ -331,8 +330,7 @@ def merge_runs(docs: list[dict], worst: bool = True) -> dict:
 
 
 def _merge_entry(same: list[dict], pick) -> dict:
-    """One variant over its runs: the worst outcome (`pick` min) or the best (max), in the order of _RANK; a timed
-    outcome is the median of the timed runs' medians, with the span of their intervals."""
+    """One variant over its runs, as merge_runs says: `pick` (min: worst, max: best) in the order of _RANK."""
     rank = lambda e: _RANK.get(variant_status(e)[0], len(_RANK))  # noqa: E731
     chosen = pick(same, key=rank)
     timed = [e for e in same if rank(e) == len(_RANK) and e.get("median_ms")]
@@ -344,10 +342,9 @@ def _merge_entry(same: list[dict], pick) -> dict:
 
 
 def _run_line(label: str, doc: dict) -> str:
-    host = host_text(doc) or "host not recorded"
-    return (f"{label}: " + (f"{doc['runs']} runs, " if doc.get("runs") else "") + f"{doc['device']['name']}, {host}, "
-            f"{'quick' if doc.get('quick') else 'full'} run, commit {doc.get('git_commit')}, {doc.get('created')}"
-            + (", INTERRUPTED" if doc.get("interrupted") else ""))
+    return (f"{label}: " + (f"{doc['runs']} runs, " if doc.get("runs") else "") + f"{doc['device']['name']}, "
+            f"{host_text(doc) or 'host not recorded'}, {'quick' if doc.get('quick') else 'full'} run, commit "
+            f"{doc.get('git_commit')}, {doc.get('created')}" + (", INTERRUPTED" if doc.get("interrupted") else ""))
 
 
 def _compare_notes(old: dict, new: dict, allow_quick_vs_full: bool) -> list[str]:

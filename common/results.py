@@ -55,8 +55,10 @@ def read_results(path: Path) -> dict | str:
     """A results.json's document, or the one line that says why the file is not one."""
     try:
         doc = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        return f"cannot read {path}: {e}"
+    except (OSError, UnicodeDecodeError) as e:
+        return f"cannot read {path}: {getattr(e, 'strerror', None) or e}"
+    except json.JSONDecodeError as e:
+        return f"{path} is not a results.json: not JSON ({e.msg} at line {e.lineno})"
     if not isinstance(doc, dict):
         kind = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(doc), "null")
         return f"{path} is not a results.json: its top level is a {kind}, not an object"
@@ -94,8 +96,7 @@ def pair_failures(pair: dict) -> list[str]:
     restated = first and any(first.startswith(name + " ") and why in first for name, why in failed)
     if first and pair.get("status") == "failed" and not restated and not any(first in r for r in reasons):
         reasons.insert(0, first)
-    hung = pair.get("hung_variant")
-    if hung and not any(hung in r for r in reasons):
+    if (hung := pair.get("hung_variant")) and not any(hung in r for r in reasons):
         timeout = next((i for i, r in enumerate(reasons) if r.startswith("timed out")), None)
         if timeout is None:
             reasons.append(f"hung in {hung}")
@@ -162,7 +163,8 @@ def speedup_text(v: dict, base: dict | None) -> str:
     if s is None or variant_status(v)[0] in ("FAILED", "SUSPECT", "skipped"):
         return "–"
     interval = speedup_interval(base, v)
-    decimals = _ci_decimals(s, interval_rel_halfwidth(s, interval))
+    # at least the speedup's own first significant digit: 4.79 with an interval of 1.2-70 is "5", never "0"
+    decimals = max(_ci_decimals(s, interval_rel_halfwidth(s, interval)), -math.floor(math.log10(s)) if s > 0 else 0)
     ends = f" ({_interval_end(interval[0], decimals)}–{_interval_end(interval[1], decimals)})" if interval else ""
     return f"{_round_to(s, decimals)}×{ends}"
 

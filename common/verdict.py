@@ -27,7 +27,7 @@ from pathlib import Path
 
 if not __package__:  # run as a script (python common/verdict.py): the repository root, for common.results
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common.results import variant_status  # noqa: E402
+from common.results import run_label, variant_status  # noqa: E402
 
 # The sources of these are in the module docstring.
 BANDWIDTH_GOOD, BANDWIDTH_POOR, COMPUTE_GOOD, COMPUTE_POOR = 60.0, 30.0, 80.0, 50.0  # percent of the measured peak
@@ -134,8 +134,7 @@ def _step_findings(m: dict) -> list[Finding]:
     pct, bound = _num(m, "pct_of_ceiling"), m.get("bound")
     if pct is not None and bound in ("memory", "compute"):
         kind = "bandwidth" if bound == "memory" else "compute"
-        g = grade(pct, kind)
-        if g != "good":
+        if (g := grade(pct, kind)) != "good":
             step = ("raise the batch size (or fuse the small GEMMs) so the matrices fill the tensor cores"
                     if kind == "compute" else "move fewer bytes per result: fuse passes, lower the precision, "
                     "read each byte once")
@@ -171,8 +170,7 @@ def results_verdicts(results: dict, always: bool = True) -> str:
             m = {"pct_of_ceiling": pct, "bound": pair.get("bound")}
             if kernels and median:
                 m.update(kernels_per_step=kernels, mean_kernel_us=1000.0 * median / kernels)
-            findings = verdict(m, device_type=where or "cuda")
-            if findings:
+            if findings := verdict(m, device_type=where or "cuda"):
                 found += 1
                 lines.append(f"### ch{pair.get('chapter')}/{pair['name']} {v['name']} ({pct:.0f}% of {v.get('ceiling') or 'its ceiling'})")
                 lines += [f.line() for f in findings] + [""]
@@ -199,7 +197,7 @@ def _fastest(pair: dict) -> dict | None:
 def _untrusted(pair: dict) -> list[str]:
     """One line per reason not to trust a figure of this pair: the pair failed, or a variant is FAILED or SUSPECT."""
     key, out = f"ch{pair.get('chapter')}/{pair.get('name')}", []
-    if pair.get("error") and not pair.get("variants"):
+    if pair.get("error") and not pair.get("variants") and pair.get("status") != "skipped":  # skipped: not run here
         out.append(f"**{key}** did not run to the end: {pair['error']}")
     for v in [pair.get("baseline") or {}, *pair.get("variants", [])]:
         status, why = variant_status(v) if v else ("skipped", "")
@@ -224,9 +222,9 @@ def recommendations(results: dict) -> str:
     its ceiling first, with the ms above the floor that share implies and a next step. Launch-bound pairs rank apart
     (launch overhead dwarfs their floor: their small shares would head any list), then pairs with no share; a CPU
     run gets the first list only."""
-    dev = results.get("device") or {}
+    where = run_label(results) if (results.get("device") or {}).get("name") else "?"   # a CPU run: the CPU's model
     lines = ["# What to fix first", "",
-             f"From the run on {dev.get('name', '?')} at commit `{results.get('git_commit', '?')}`"
+             f"From the run on {where} at commit `{results.get('git_commit', '?')}`"
              f"{' (--quick: a smoke run, not results)' if results.get('quick') else ''}, by common/verdict.py. "
              "Untrusted figures come first; then each pair's fastest verified implementation, furthest from its "
              "measured ceiling first.", "", "## Not trusted: fix these before reading any speedup", ""]
@@ -284,8 +282,7 @@ def main(argv: list[str]) -> int:
         print(f"error: {usage}", file=sys.stderr)
         return 2
     try:
-        with open(argv[0]) as f:
-            doc = json.load(f)
+        doc = json.loads(Path(argv[0]).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         print(f"error: cannot read {argv[0]}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
         return 2

@@ -279,14 +279,15 @@ def test_a_chapter_without_pairs_is_bad_input(run_bench, tmp_path):
     assert len(lines) == 1 and lines[0] == "error: chapter 5 has no pairs yet; chapters with pairs: 6", proc.stderr
 
 
-@pytest.mark.parametrize("content", ["[1, 2]", '"results"', "3", "{not json"])
+@pytest.mark.parametrize("content", ["[1, 2]", '"results"', "3", "{not json", "# Results on a device\n"])
 def test_compare_refuses_a_file_that_is_not_an_object(fixture_run, run_bench, tmp_path, content):
     _, out = fixture_run
     (tmp_path / "bad.json").write_text(content)
     proc = run_bench("--compare", str(out / "results.json"), str(tmp_path / "bad.json"))
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:") and "bad.json" in lines[0], proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
+    assert "bad.json is not a results.json" in lines[0], proc.stderr
 
 
 def test_compare_refusal_is_one_line(fixture_run, run_bench, tmp_path):

@@ -455,7 +455,7 @@ def test_a_speedup_interval_has_two_positive_ends_around_the_speedup(base_ci, v_
     text = speedup_text(v, base)
     ends = re.fullmatch(r"([0-9.]+)× \(([0-9.]+)–([0-9.]+)\)", text)
     assert ends, text                                   # no minus sign, an en dash between the ends
-    assert float(ends[2]) > 0 and float(ends[3]) > 0, text
+    assert float(ends[1]) > 0 and float(ends[2]) > 0 and float(ends[3]) > 0, text
 
 
 def test_a_stored_interval_with_a_negative_end_is_rebuilt_from_the_medians():
@@ -471,6 +471,13 @@ def test_a_small_interval_end_keeps_a_significant_digit():
     base = {"median_ms": 1.0, "median_ci_pct": 0.0}
     v = {"median_ms": 10.0, "median_ci_pct": 0.0, "speedup": 0.1, "speedup_ci": [0.05, 1.1], "verified": True}
     assert speedup_text(v, base) == "0.1× (0.05–1.1)"
+
+
+def test_a_speedup_with_a_wide_interval_keeps_its_first_digit():
+    # A CPU quick run's batched_gemm: 4.79x with an interval of 1.16-69.7 printed as "0× (1–70)"
+    base = {"median_ms": 1.0, "median_ci_pct": 0.0}
+    v = {"median_ms": 1 / 4.79, "median_ci_pct": 0.0, "speedup": 4.79, "speedup_ci": [1.16, 69.7], "verified": True}
+    assert speedup_text(v, base) == "5× (1–70)"
 
 
 def share_cells(md):
@@ -665,3 +672,13 @@ def test_redraw_figures_refuses_a_file_that_is_not_a_report_in_one_line(tmp_path
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     assert not (tmp_path / "speedup.png").exists()
+
+
+def test_the_header_names_only_the_matmul_precisions_that_were_measured():
+    """A CPU measures fp32 and lends that rate to tf32, bf16 and fp16 (so the physics check has a ceiling for
+    them): the header prints only what `matmul_how` says was measured; a GPU's measures every one."""
+    cpu = {**CPU_CEILINGS, "matmul_how": {"fp32": "A·B, sustained"}}
+    head = summary_markdown(document([], ceilings=cpu, device="cpu")).split("\n|")[0]
+    assert "matmul fp32 0.0896 TFLOP/s" in head and "tf32" not in head
+    gpu = {**CPU_CEILINGS, "matmul_how": dict.fromkeys(("fp32", "tf32", "bf16", "fp16"), "A·B, burst")}
+    assert "matmul fp32/tf32/bf16/fp16" in summary_markdown(document([], ceilings=gpu, device="cuda"))

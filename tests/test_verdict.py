@@ -150,3 +150,16 @@ def test_launch_bound_pairs_are_ranked_apart_and_transfer_pairs_get_no_triton_gr
     assert "**ch1/graphs**: optimized_tensor_cores_tf32 at 0.5% of roofline_floor_ms" in apart
     copy_item = text.split("**ch1/copy**")[1].split("\n2.")[0].split("##")[0]
     assert "Next: the link" in copy_item and "Triton" not in copy_item
+
+
+def test_a_skipped_pair_is_not_listed_as_untrusted_and_a_crashed_one_is():
+    """A pair skipped on this machine (it needs a GPU) has an error, its reason, and no variants, like a pair
+    that crashed before its first variant: only the crash belongs under "Not trusted"."""
+    doc = result("cpu")
+    skipped = {"chapter": 11, "name": "stream_alloc", "bound": "launch", "status": "skipped",
+               "error": "needs CUDA; this run is on CPU", "baseline": None, "variants": []}
+    crashed = {**skipped, "name": "kv_prefetch", "status": "failed", "error": "crashed (exit code -9)"}
+    doc["pairs"] += [skipped, crashed]
+    untrusted = V.recommendations(doc).split("## Not trusted")[1].split("## ")[0]
+    assert "ch11/kv_prefetch** did not run to the end: crashed (exit code -9)" in untrusted
+    assert "stream_alloc" not in untrusted
