@@ -17,10 +17,11 @@ from common.verdict import recommendations, results_verdicts
 REGRESSION_PCT = 5.0          # a change smaller than this is never called a regression, however tight the intervals
 CEILING_NOISE_PCT = 100 * SLACK   # a share up to this is printed (the ceilings' own noise); above it, none
 _HOW_TO_READ = (
-    "Times are medians of samples, each one call on input values it has never seen, timed with CUDA events (on a "
-    "CPU, the wall clock) in rounds taken in turn with the baseline's; ± is half the width of the median's 95% "
-    "confidence interval. A speedup is the median of the per-round ratios, printed with the digits its own interval "
-    "(in brackets) supports. % of ceiling compares the achieved rate with this device's measured ceiling for the "
+    "Times are medians of samples, each one call on input values it has never seen where the inputs allow it "
+    "(results.json's fed_new_values says where they did not), timed with CUDA events (on a CPU, the wall clock) in "
+    "rounds taken in turn with the baseline's; ± is half the width of the median's 95% confidence interval. A "
+    "speedup is the median of the per-round ratios, printed with the digits its own interval (in brackets) "
+    "supports. % of ceiling compares the achieved rate with this device's measured ceiling for the "
     "pair's bound (launch-bound pairs: the roofline floor time over the measured time). pitfall and tradeoff "
     "variants are slower on purpose. A SUSPECT time is not trusted (faster than the floor its workload implies; the "
     "reason is given), so it has no speedup and no % of ceiling.")

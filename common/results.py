@@ -55,8 +55,10 @@ def read_results(path: Path) -> dict | str:
     """A results.json's document, or the one line that says why the file is not one."""
     try:
         doc = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        return f"cannot read {path}: {getattr(e, 'strerror', None) or e}"
+    except OSError as e:
+        return f"cannot read {path}: {e.strerror or e}"
+    except UnicodeDecodeError:
+        return f"{path} is not a results.json: not UTF-8 text"
     except json.JSONDecodeError as e:
         return f"{path} is not a results.json: not JSON ({e.msg} at line {e.lineno})"
     if not isinstance(doc, dict):
@@ -147,10 +149,15 @@ def _ci_decimals(value: float, rel_halfwidth: float | None, max_digits: int = 4)
 
 def format_with_ci(value: float | None, rel_halfwidth: float | None, max_digits: int = 4) -> str:
     """`value` with the digits its 95% interval (± rel_halfwidth × value) supports: (7.9, 0.04) -> "7.9",
-    (40.12, 0.0001) -> "40.12", (123, 0.2) -> "120". An unknown interval (None) gives 3 significant digits."""
+    (40.12, 0.0001) -> "40.12", (123, 0.2) -> "120". An unknown interval (None) gives 3 significant digits.
+    Never fewer than the value's own first significant digit: (4.79, 7) -> "5", not "0"."""
     if value is None or not math.isfinite(value):
         return "–"
-    return _round_to(value, _ci_decimals(value, rel_halfwidth, max_digits))
+    return _round_to(value, _first_digit_kept(value, _ci_decimals(value, rel_halfwidth, max_digits)))
+
+
+def _first_digit_kept(value: float, decimals: int) -> int:
+    return max(decimals, -math.floor(math.log10(abs(value)))) if value else decimals
 
 
 def _round_to(value: float, decimals: int) -> str:
@@ -163,10 +170,9 @@ def speedup_text(v: dict, base: dict | None) -> str:
     if s is None or variant_status(v)[0] in ("FAILED", "SUSPECT", "skipped"):
         return "–"
     interval = speedup_interval(base, v)
-    # at least the speedup's own first significant digit: 4.79 with an interval of 1.2-70 is "5", never "0"
-    decimals = max(_ci_decimals(s, interval_rel_halfwidth(s, interval)), -math.floor(math.log10(s)) if s > 0 else 0)
+    decimals = _ci_decimals(s, interval_rel_halfwidth(s, interval))   # what the interval supports
     ends = f" ({_interval_end(interval[0], decimals)}–{_interval_end(interval[1], decimals)})" if interval else ""
-    return f"{_round_to(s, decimals)}×{ends}"
+    return f"{_round_to(s, _first_digit_kept(s, decimals))}×{ends}"   # 4.79 (1.2-70) is "5", never "0"
 
 
 def _interval_end(x: float, decimals: int) -> str:
@@ -187,7 +193,9 @@ def host_text(doc: dict) -> str | None:
 def run_label(doc: dict) -> str:
     """What the run measured: the GPU's name, or for a CPU run the CPU's model."""
     host = doc.get("host") or {}
-    return f"{host['cpu']} (CPU)" if doc["device"].get("type") == "cpu" and host.get("cpu") else doc["device"]["name"]
+    if doc["device"].get("type") == "cpu" and host.get("cpu"):
+        return f"{host['cpu']} (CPU)"
+    return doc["device"].get("name", "?")
 
 
 def by_design_text(v: dict, base: dict | None = None) -> str:

@@ -429,7 +429,7 @@ def _settled(entries: list[Timed], elapsed: float, budget_s: float) -> bool:
 def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float = BUDGET_S,
                 agree: Callable[[float], float] = None, compute_bound: bool = False,
                 check: Callable[[int, Timed, Any], None] | None = None,
-                guard: Callable[[Callable[[], Any]], Any] = lambda step: step()) -> None:
+                guard: Callable[[Callable[[], Any]], Any] | None = None) -> None:
     """Time every entry in interleaved rounds until each is known well enough (see the module docstring).
 
     Round r runs one round of every live entry, forwards on even r and backwards on odd r (ABBA), so a
@@ -439,7 +439,7 @@ def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float =
     several processes: every rank agrees on a failure); an entry whose round raises is dropped, its
     exception in `entry.error`, and the others go on. Fills each entry's per_call, round_s, wall_ratios.
     """
-    agree = agree or _alone
+    agree, guard = agree or _alone, guard or (lambda step: step())
     device = torch.device(device)
     on_gpu = device.type == "cuda"
     for i, t in enumerate(entries):   # the first entry's warm-up heats the chip for all

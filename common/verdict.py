@@ -222,7 +222,7 @@ def recommendations(results: dict) -> str:
     its ceiling first, with the ms above the floor that share implies and a next step. Launch-bound pairs rank apart
     (launch overhead dwarfs their floor: their small shares would head any list), then pairs with no share; a CPU
     run gets the first list only."""
-    where = run_label(results) if (results.get("device") or {}).get("name") else "?"   # a CPU run: the CPU's model
+    where = run_label(results) if results.get("device") else "?"   # a CPU run: the CPU's model, as summary.md
     lines = ["# What to fix first", "",
              f"From the run on {where} at commit `{results.get('git_commit', '?')}`"
              f"{' (--quick: a smoke run, not results)' if results.get('quick') else ''}, by common/verdict.py. "

@@ -478,6 +478,9 @@ def test_a_speedup_with_a_wide_interval_keeps_its_first_digit():
     base = {"median_ms": 1.0, "median_ci_pct": 0.0}
     v = {"median_ms": 1 / 4.79, "median_ci_pct": 0.0, "speedup": 4.79, "speedup_ci": [1.16, 69.7], "verified": True}
     assert speedup_text(v, base) == "5× (1–70)"
+    assert format_with_ci(4.79, 7.16) == "5"          # the figure's label: the same first digit
+    v.update(speedup=0.003, speedup_ci=[0.0001, 0.5])  # the ends at the digits the interval supports, or their own
+    assert speedup_text(v, base) == "0.003× (0.0001–0.5)"
 
 
 def share_cells(md):
@@ -680,5 +683,24 @@ def test_the_header_names_only_the_matmul_precisions_that_were_measured():
     cpu = {**CPU_CEILINGS, "matmul_how": {"fp32": "A·B, sustained"}}
     head = summary_markdown(document([], ceilings=cpu, device="cpu")).split("\n|")[0]
     assert "matmul fp32 0.0896 TFLOP/s" in head and "tf32" not in head
-    gpu = {**CPU_CEILINGS, "matmul_how": dict.fromkeys(("fp32", "tf32", "bf16", "fp16"), "A·B, burst")}
-    assert "matmul fp32/tf32/bf16/fp16" in summary_markdown(document([], ceilings=gpu, device="cuda"))
+    gpu = document([], ceilings={**CPU_CEILINGS, "matmul_how": dict.fromkeys(("fp32", "tf32", "bf16", "fp16"), "A·B")})
+    gpu["device"]["type"] = "cuda"
+    assert "matmul fp32/tf32/bf16/fp16" in summary_markdown(gpu)
+
+
+def test_a_file_that_is_not_a_results_json_is_said_to_be_one_line_each(tmp_path):
+    from common.results import read_results
+    cases = {"missing.json": None, "summary.md": "# Results on a device\n",
+             "latin1.json": "{\"a\": \"é\"}".encode("latin-1"), "list.json": "[1, 2]"}
+    said = {}
+    for name, content in cases.items():
+        if isinstance(content, bytes):
+            (tmp_path / name).write_bytes(content)
+        elif content is not None:
+            (tmp_path / name).write_text(content)
+        said[name] = read_results(tmp_path / name)
+    assert said["missing.json"].startswith("cannot read") and "No such file" in said["missing.json"]
+    assert said["summary.md"].endswith("is not a results.json: not JSON (Expecting value at line 1)")
+    assert said["latin1.json"].endswith("is not a results.json: not UTF-8 text")
+    assert said["list.json"].endswith("its top level is a list, not an object")
+    assert all("\n" not in s for s in said.values())

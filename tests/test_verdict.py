@@ -163,3 +163,10 @@ def test_a_skipped_pair_is_not_listed_as_untrusted_and_a_crashed_one_is():
     untrusted = V.recommendations(doc).split("## Not trusted")[1].split("## ")[0]
     assert "ch11/kv_prefetch** did not run to the end: crashed (exit code -9)" in untrusted
     assert "stream_alloc" not in untrusted
+
+
+def test_recommendations_name_a_cpu_run_by_its_cpu_as_summary_md_does():
+    doc = result("cpu")
+    doc["host"] = {"cpu": "AMD EPYC 9654 96-Core Processor", "cores": 192}
+    assert "From the run on AMD EPYC 9654 96-Core Processor (CPU) at commit" in V.recommendations(doc)
+    assert "From the run on a device at commit" in V.recommendations(result("cuda"))

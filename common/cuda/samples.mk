@@ -33,8 +33,8 @@ bin/%_$(SUFFIX): %.cu ../common/cuda/cuda_check.cuh $(wildcard *.cuh)
 
 # Without a GPU a sample's first CUDA call fails with a driver message; say what is missing instead.
 run: all
-	@nvidia-smi -L >/dev/null 2>&1 || { echo "error: make run needs an NVIDIA GPU and nvidia-smi lists none;" \
-	  "the samples are built in $(CURDIR)/bin" >&2; exit 2; }
+	@nvidia-smi -L >/dev/null 2>&1 || { echo "error: make run needs an NVIDIA GPU: nvidia-smi lists none (or is not" \
+	  "installed); the samples are built in $(CURDIR)/bin" >&2; exit 2; }
 	@set -e; for b in $(BINS); do echo "== $$b"; ./$$b; done
 
 clean:
