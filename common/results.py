@@ -157,6 +157,7 @@ def format_with_ci(value: float | None, rel_halfwidth: float | None, max_digits:
 
 
 def _first_digit_kept(value: float, decimals: int) -> int:
+    """`decimals`, or more where fewer would round `value`'s first significant digit away (4.79 -> "0")."""
     return max(decimals, -math.floor(math.log10(abs(value)))) if value else decimals
 
 
@@ -178,7 +179,7 @@ def speedup_text(v: dict, base: dict | None) -> str:
 def _interval_end(x: float, decimals: int) -> str:
     """An end of a speedup's interval at the speedup's decimals, or at its own first significant digit where
     those would print it as 0 (0.1× (0.05–1.1), not 0.1× (0.0–1.1)): a ratio's end is never 0."""
-    return _round_to(x, max(decimals, -math.floor(math.log10(x)))) if x > 0 else "–"
+    return _round_to(x, _first_digit_kept(x, decimals)) if x > 0 else "–"
 
 
 def host_text(doc: dict) -> str | None:
