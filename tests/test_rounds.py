@@ -11,6 +11,8 @@ import torch
 from common import timing
 from conftest import FIXTURES
 
+pytestmark = pytest.mark.serial   # times the harness against itself: run alone on the machine (make test)
+
 
 class DriftingClock:
     """A host clock under which every call takes `base_s` times a factor that grows with time: a GPU

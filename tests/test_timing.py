@@ -1,8 +1,11 @@
 import math
 
+import pytest
 import torch
 
 from common.timing import median_ci_rel, percentile, time_call, time_together
+
+pytestmark = pytest.mark.serial   # asserts on times: run alone on the machine (make test)
 
 
 def test_percentile_interpolates():

@@ -17,6 +17,8 @@ from common.physics import suspect_reason
 from common.verify import verify_outputs
 from conftest import FIXTURES
 
+pytestmark = pytest.mark.serial   # speedups and SUSPECT verdicts of timed fixtures: run alone (make test)
+
 
 @pytest.fixture(scope="module")
 def trust_run(tmp_path_factory):
