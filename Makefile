@@ -27,11 +27,15 @@ extras: $(VENV)/.ready
 	@VENV=$(VENV) scripts/setup_env.sh --extras
 
 # The suite in two parts: most files JOBS at a time (pytest-xdist, default 2; a file's tests stay in one process), then
-# the files that time the harness against itself (marked serial) alone on the machine. Exit 5 (nothing
-# selected, e.g. by ARGS="-k ...") in one part is not a failure.
+# the files that time the harness against itself (marked serial) alone on the machine. Both parts always run; it
+# fails if either fails, or if neither selected a test (pytest's exit 5, e.g. ARGS="-k typo"). ARGS takes -k, -x,
+# --durations and the like; not -m or -n (set JOBS).
 test: $(VENV)/.ready cuda-headers triton
-	$(PY) -m pytest -q -n $(JOBS) --dist loadfile -m "not serial" tests $(ARGS) || [ $$? -eq 5 ]
-	$(PY) -m pytest -q -m serial tests $(ARGS) || [ $$? -eq 5 ]
+	@a=0; b=0; \
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile -m "not serial" tests $(ARGS) || a=$$?; \
+	$(PY) -m pytest -q -m serial tests $(ARGS) || b=$$?; \
+	if [ $$a -eq 5 ] && [ $$b -eq 5 ]; then echo "make test: no test selected"; exit 5; fi; \
+	for rc in $$a $$b; do if [ $$rc -ne 0 ] && [ $$rc -ne 5 ]; then exit $$rc; fi; done
 
 peaks: $(VENV)/.ready
 	$(PY) benchmark.py --peaks

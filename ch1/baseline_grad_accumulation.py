@@ -51,7 +51,7 @@ def workload(seed: int, device, quick: bool = False) -> Workload:
     params = sum(p.numel() for p in model.parameters())
     return Workload(inputs={"model": model, "x": x, "y": y}, flops=6.0 * params * tokens, items=tokens,
                     item_name="tokens", precision="bf16",
-                    note=f"{params / 1e6:.0f}M parameters, {tokens} tokens a step; gradients compared, not weights")
+                    note=f"{params / 1e6:.3g}M parameters, {tokens} tokens a step; gradients compared, not weights")
 
 
 def gradient_step(model, x, y, micro_batches: int):

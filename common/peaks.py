@@ -229,7 +229,8 @@ def load_or_measure(device: torch.device, refresh: bool = False, peaks_dir: Path
 
 def invalidate(path: Path, reason: str, log=print) -> None:
     """Drop cached ceilings a verified result beat (the physics check's rule): the next run measures them again."""
-    path = Path(path)
-    if path.exists():
-        path.unlink()
-        log(f"ceilings in {path} dropped: {reason}; they are measured again on the next run")
+    try:
+        Path(path).unlink()
+    except FileNotFoundError:  # never measured, or dropped a moment ago by another run
+        return
+    log(f"ceilings in {path} dropped: {reason}; they are measured again on the next run")

@@ -82,9 +82,9 @@ def test_roofline_analysis_classifies_and_plots(tmp_path):
 # of its modules imported, the working directory /), so each file must find the repository itself; what
 # the children share is torch's import, a few seconds a file on a small CPU. Prints {file: [exit, out, err]}.
 FORKED_HELP = r"""
-import json, os, runpy, sys, tempfile
+import json, os, runpy, signal, sys, tempfile
 import matplotlib, numpy, torch  # noqa: F401 - imported once, before the forks
-site = sys.path[1:]
+site = [p for p in sys.path if p not in ("", os.getcwd())]
 done = {}
 with tempfile.TemporaryDirectory() as tmp:
     for f in sys.argv[1:]:
@@ -94,10 +94,13 @@ with tempfile.TemporaryDirectory() as tmp:
             for fd, path in ((1, out), (2, err)):
                 os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
             sys.argv, sys.path[:] = [f, "--help"], [os.path.dirname(f), *site]
+            signal.alarm(120)      # a file that hangs is ended (SIGALRM), and named below
             try:
                 runpy.run_path(f, run_name="__main__")
                 code = 0
             except SystemExit as e:
+                if isinstance(e.code, str):
+                    print(e.code, file=sys.stderr)
                 code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             except BaseException:
                 import traceback

@@ -513,11 +513,12 @@ print('ok')
 def test_the_pdl_step_runs_the_small_model_whose_head_size_is_under_tl_dots_16():
     """The CI model (what a GPU --quick run serves) has 8-dim heads: attention pads them to 16 with masked
     columns. Under the interpreter, against the eager step."""
-    # What differs from the test below is the head size; the split counts and float8 weights are checked there.
-    _run_interpreted("SPLITS, FP8 = (1, 4), False" + PDL_STEP_CHECK
-                     .replace("cfg = Config(", "cfg = CONFIGS['small'] or Config(")
-                     .replace("from ch16.model import Config,", "from ch16.model import CONFIGS, Config,"),
-                     timeout=300)
+    # Every shape a GPU --quick run serves (prepare_pdl's 32 splits; the _fp8 variant), in one of its layers (each
+    # layer runs the same kernels on the same shapes); 1 and 4 splits: the test below.
+    one_layer = "cfg = dataclasses.replace(CONFIGS['small'], n_layers=1) or Config("
+    _run_interpreted("import dataclasses\nSPLITS, FP8 = (32,), True" + PDL_STEP_CHECK
+                     .replace("cfg = Config(", one_layer)
+                     .replace("from ch16.model import Config,", "from ch16.model import CONFIGS, Config,"), timeout=300)
 
 
 def test_the_pdl_step_under_the_triton_interpreter_is_the_eager_step():

@@ -1,5 +1,6 @@
 """Every .cu file in the repository compiles (and links) with nvcc for sm_90: here, except chapter 4's NVSHMEM
 samples, which tests/test_ch4_cuda.py builds and links the way a reader does (make -C ch4 nvshmem)."""
+import re
 import shutil
 import subprocess
 import sys
@@ -9,8 +10,9 @@ import pytest
 from conftest import ROOT
 
 ALL_SOURCES = sorted(p for p in ROOT.rglob("*.cu") if ".venv" not in p.parts and "build" not in p.parts)
-BUILT_BY_TEST_CH4_CUDA = {ROOT / "ch4" / f"{name}.cu"
-                          for name in ("nvshmem_pipeline_patterns", "nvshmem_multinode_example")}
+# chapter 4's samples (its Makefile's SAMPLES: the NVSHMEM ones), built and linked by make in test_ch4_cuda.py
+CH4_SAMPLES = re.search(r"^SAMPLES\s*:?=(.*)$", (ROOT / "ch4" / "Makefile").read_text(), re.M).group(1).split()
+BUILT_BY_TEST_CH4_CUDA = {ROOT / "ch4" / f"{name}.cu" for name in CH4_SAMPLES}
 SOURCES = [p for p in ALL_SOURCES if p not in BUILT_BY_TEST_CH4_CUDA]
 NVCC = shutil.which("nvcc")
 
@@ -30,8 +32,6 @@ def test_every_chapter_cuda_source_is_a_sample_or_an_extension():
     """Each chapter's .cu file is built by something a reader runs: a sample its chapter's Makefile lists
     (SAMPLES), or an extension a pair loads (load_extension); the compile check below covers every one (chapter
     4's NVSHMEM samples: test_ch4_cuda.py, through make)."""
-    import re
-
     from common.cuda_ext import declared
     chapter_cu = sorted(p for p in ALL_SOURCES if re.fullmatch(r"ch\d+", p.parent.name))
     assert chapter_cu
@@ -41,6 +41,12 @@ def test_every_chapter_cuda_source_is_a_sample_or_an_extension():
         samples = re.search(r"^SAMPLES\s*:?=(.*)$", make.read_text(), re.M) if make.exists() else None
         in_make = samples is not None and src.stem in samples.group(1).split()
         assert in_make or src in loaded, f"{src.relative_to(ROOT)}: no Makefile sample and no pair loads it"
+
+
+def test_every_nvshmem_source_is_built_by_make_in_test_ch4_cuda():
+    """The compile check below passes no NVSHMEM flags: a file that includes NVSHMEM is one of ch4's samples."""
+    nvshmem = {p for p in ALL_SOURCES if "#include <nvshmem" in p.read_text()}
+    assert nvshmem and nvshmem <= BUILT_BY_TEST_CH4_CUDA, sorted(map(str, nvshmem - BUILT_BY_TEST_CH4_CUDA))
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
