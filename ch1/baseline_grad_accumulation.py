@@ -40,7 +40,7 @@ def make_model(d: int, hidden: int, seed: int, device) -> torch.nn.Module:
 
 
 def workload(seed: int, device, quick: bool = False) -> Workload:
-    # quick: smoke sizes small enough for a CPU whose bf16 matmul is emulated (about 1 GFLOP/s on a 2-core
+    # quick: smoke sizes small enough for a CPU whose bf16 matmul is slow (1.2 GFLOP/s measured on a 2-core
     # EPYC without AVX-512: the old quick size took 7 s a call there)
     d, hidden, tokens = (64, 256, 512) if quick else (1024, 4096, 65536)
     device = torch.device(device)

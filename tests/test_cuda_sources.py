@@ -10,9 +10,17 @@ import pytest
 from conftest import ROOT
 
 ALL_SOURCES = sorted(p for p in ROOT.rglob("*.cu") if ".venv" not in p.parts and "build" not in p.parts)
+
+
+def makefile_samples(folder) -> list[str]:
+    """The names a folder's Makefile lists in SAMPLES ([] without a Makefile or a SAMPLES line)."""
+    make = folder / "Makefile"
+    found = re.search(r"^SAMPLES\s*:?=(.*)$", make.read_text(), re.M) if make.exists() else None
+    return found.group(1).split() if found else []
+
+
 # chapter 4's samples (its Makefile's SAMPLES: the NVSHMEM ones), built and linked by make in test_ch4_cuda.py
-CH4_SAMPLES = re.search(r"^SAMPLES\s*:?=(.*)$", (ROOT / "ch4" / "Makefile").read_text(), re.M).group(1).split()
-BUILT_BY_TEST_CH4_CUDA = {ROOT / "ch4" / f"{name}.cu" for name in CH4_SAMPLES}
+BUILT_BY_TEST_CH4_CUDA = {ROOT / "ch4" / f"{name}.cu" for name in makefile_samples(ROOT / "ch4")}
 SOURCES = [p for p in ALL_SOURCES if p not in BUILT_BY_TEST_CH4_CUDA]
 NVCC = shutil.which("nvcc")
 
@@ -37,10 +45,7 @@ def test_every_chapter_cuda_source_is_a_sample_or_an_extension():
     assert chapter_cu
     loaded = {ROOT / src for spec in declared(sorted(ROOT.glob("ch*/*.py"))) for src in spec[1:] if src.endswith(".cu")}
     for src in chapter_cu:
-        make = src.parent / "Makefile"
-        samples = re.search(r"^SAMPLES\s*:?=(.*)$", make.read_text(), re.M) if make.exists() else None
-        in_make = samples is not None and src.stem in samples.group(1).split()
-        assert in_make or src in loaded, f"{src.relative_to(ROOT)}: no Makefile sample and no pair loads it"
+        assert src.stem in makefile_samples(src.parent) or src in loaded, f"{src.relative_to(ROOT)}: no Makefile sample and no pair loads it"
 
 
 def test_every_nvshmem_source_is_built_by_make_in_test_ch4_cuda():
