@@ -25,7 +25,7 @@
 // CPU (every 101st element, computed with the same fmaf steps) or with version 1 anywhere. Built with
 // -DINJECT_FAULT, one element of version 3 is off by one ulp, and the run must say MISMATCH and FAIL.
 // Bound: compute (fp32 issue): 8M x (1024 + 2048) / 2 instructions a thread on average, without divergence.
-#include <cub/cub.cuh>
+#include <cub/device/device_partition.cuh>
 #include <functional>
 
 #include "cuda_check.cuh"
