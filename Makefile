@@ -30,9 +30,14 @@ extras: $(VENV)/.ready
 # the files that time the harness against itself (marked serial) alone on the machine. Both parts always run; it
 # fails if either fails, or if neither selected a test (pytest's exit 5, e.g. ARGS="-k typo"). ARGS takes -k, -x,
 # --durations and the like; not -m or -n (set JOBS).
+# The first part gives torch one thread a process (OMP_NUM_THREADS=1): JOBS workers with a thread per core each
+# spent 17.6 CPU-minutes where one thread each spent 14.3, on a 2-core host (10.6 -> 8.8 min). The serial part keeps
+# the machine's thread count: test_trust checks that a variant's set_num_threads(1) does not reach its baseline.
+# Bytecode is cached (PYTHONDONTWRITEBYTECODE unset, __pycache__ is git-ignored): the suite starts hundreds of
+# Python processes, and each one compiling common/ and the chapters again cost about 0.5 s.
 test: $(VENV)/.ready cuda-headers triton
-	@a=0; b=0; \
-	$(PY) -m pytest -q -n $(JOBS) --dist loadfile -m "not serial" tests $(ARGS) || a=$$?; \
+	@unset PYTHONDONTWRITEBYTECODE; a=0; b=0; \
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(JOBS) --dist loadfile -m "not serial" tests $(ARGS) || a=$$?; \
 	$(PY) -m pytest -q -m serial tests $(ARGS) || b=$$?; \
 	if [ $$a -eq 5 ] && [ $$b -eq 5 ]; then echo "make test: no test selected"; exit 5; fi; \
 	for rc in $$a $$b; do if [ $$rc -ne 0 ] && [ $$rc -ne 5 ]; then exit $$rc; fi; done
