@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 ARGS   ?=
-JOBS   ?= 2
+JOBS   ?= 3
 EXTRAS ?= 1
 
 .PHONY: bench extras test peaks cu cuda-headers triton clean help
@@ -26,13 +26,14 @@ $(VENV)/.extras: $(VENV)/.ready requirements-cuda-extras.txt
 extras: $(VENV)/.ready
 	@VENV=$(VENV) scripts/setup_env.sh --extras
 
-# The suite in two parts: most files JOBS at a time (pytest-xdist, default 2; a file's tests stay in one process), then
+# The suite in two parts: most files JOBS at a time (pytest-xdist, default 3; a file's tests stay in one process), then
 # the files that time the harness against itself (marked serial) alone on the machine. Both parts always run; it
 # fails if either fails, or if neither selected a test (pytest's exit 5, e.g. ARGS="-k typo"). ARGS takes -k, -x,
 # --durations and the like; not -m or -n (set JOBS).
-# The first part gives torch one thread a process (OMP_NUM_THREADS=1): JOBS workers with a thread per core each
-# spent 17.6 CPU-minutes where one thread each spent 14.3, on a 2-core host (10.6 -> 8.8 min). The serial part keeps
-# the machine's thread count: test_trust checks that a variant's set_num_threads(1) does not reach its baseline.
+# The first part gives torch one thread a process (OMP_NUM_THREADS=1): 2 workers with a thread per core each
+# spent 17.6 CPU-minutes where one thread each spent 14.3, on a 2-core host (10.6 -> 8.8 min); a third worker keeps
+# both cores busy while a test waits on a hanging fixture or a timeout (8.7 -> 8.0 min). The serial part keeps the
+# machine's thread count: test_trust checks that a variant's set_num_threads(1) does not reach its baseline.
 # Bytecode is cached (PYTHONDONTWRITEBYTECODE unset, __pycache__ is git-ignored): the suite starts hundreds of
 # Python processes, and each one compiling common/ and the chapters again cost about 0.5 s.
 test: $(VENV)/.ready cuda-headers triton

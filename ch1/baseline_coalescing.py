@@ -26,7 +26,9 @@ FIELDS, X, VX, DT = 16, 0, 8, 0.01
 
 
 def workload(seed: int, device, quick: bool = False) -> Workload:
-    n = (1 if quick or torch.device(device).type != "cuda" else 32) << 20  # 2 GiB of records on a GPU
+    on_gpu = torch.device(device).type == "cuda"
+    # 2 GiB of records on a GPU, 64 MiB for --quick; a CPU (CI's smoke run) gets 16 MiB
+    n = ((1 << 20) if quick else (32 << 20)) if on_gpu else (1 << 18)
     g = torch.Generator(device=device).manual_seed(seed)
     records = torch.randn(n, FIELDS, device=device, generator=g)  # AoS: one row per particle
     fields = records.t().contiguous()                             # SoA: one row per field, same values
