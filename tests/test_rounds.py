@@ -160,11 +160,15 @@ def test_an_answer_that_changes_at_speed_fails_and_no_loop_trap_reads_faster(run
         assert v[name]["in_loop_checks"] >= 2
     m = v["two_modes"]["two_modes"]   # every third call waits 20 ms: two levels about 20 ms apart
     assert m and 15 < m["high_ms"] - m["low_ms"] < 40 and 0.2 < m["high_share"] < 0.7, m
-    # flagged unless the baseline, timed in the same rounds, shows a slow level of its own near the variant's
-    # (a CPU loaded by something else stalls every call alike; the baseline's calls take about 1 ms)
+    # flagged where the baseline, timed in the same rounds, has no slow level near the variant's: none, or one far
+    # below its 20 ms (its calls take about 1 ms; a loaded CI host once gave it a second level at 5.1 ms); not
+    # flagged where the baseline's slow level is as slow (a CPU loaded by something else stalls every call alike)
     base = v["two_modes"]["baseline_two_modes"]
-    flagged = base is None or base["high_ms"] < 5
-    assert v["two_modes"]["two_modes_flag"] == flagged, (m, base)
+    flagged = v["two_modes"]["two_modes_flag"]
+    if base is None or base["high_ms"] < m["high_ms"] / 2:
+        assert flagged, (m, base)
+    elif base["high_ms"] > m["high_ms"] / 1.2:
+        assert not flagged, (m, base)
     assert ("Two modes" in (tmp_path / "summary.md").read_text()) == flagged
 
 
