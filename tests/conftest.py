@@ -42,44 +42,73 @@ def bench(*args, timeout=600):
 # A fork server: one process that imported torch, numpy and matplotlib once, forking a child per script. On the
 # 2-core CI host a torch import costs about 2.5 s, and the suite runs scripts a hundred times over, mostly to see
 # them refuse bad input. Each child starts as `python SCRIPT ARGS` would: its argv, sys.path[0] the script's folder,
-# the caller's environment and folder, no stdin, run as __main__; SystemExit and an uncaught exception end it with
-# the interpreter's exit status and message, and its atexit handlers run.
+# the caller's environment and folder, no stdin, run as __main__; it ends as the interpreter would (SystemExit's
+# status and message, an uncaught exception's traceback and 1, Ctrl-C's SIGINT; non-daemon threads joined, then the
+# atexit handlers). What the imports printed (a warning) is added to each child's stderr; a change to a setting read
+# at start-up (PYTHON*, *_NUM_THREADS) starts a new server.
 FORK_SERVER = r"""
-import atexit, json, os, runpy, signal, sys, tempfile, traceback
+import atexit, json, os, runpy, shutil, signal, sys, tempfile, threading, traceback
 import matplotlib, numpy, torch  # noqa: F401 - imported once, before the forks
 site = [p for p in sys.path if p not in ("", os.getcwd())]
-for line in sys.stdin:
-    req = json.loads(line)
-    with tempfile.TemporaryDirectory() as tmp:
-        out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
+tmp = tempfile.mkdtemp(prefix="fork-server-")
+out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
+print(json.dumps("ready"), flush=True)
+try:
+    for line in sys.stdin:
+        req = json.loads(line)
         pid = os.fork()
         if pid == 0:
-            atexit._clear()  # the server's own (its temporary folder's cleanup) are not the script's
-            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-            for fd, path in ((1, out), (2, err)):
-                os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
-            os.chdir(req["cwd"])
-            os.environ.clear()
-            os.environ.update(req["env"])
-            sys.argv, sys.path[:] = req["argv"], [os.path.dirname(req["argv"][0]), *site]
-            signal.alarm(req["timeout"])  # SIGALRM ends a script that outlives its timeout
+            code = 1
             try:
-                runpy.run_path(req["argv"][0], run_name="__main__")
-                code = 0
-            except SystemExit as e:
-                if e.code is not None and not isinstance(e.code, int):
-                    print(e.code, file=sys.stderr)
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            except BaseException:
-                traceback.print_exc()
-                code = 1
-            atexit._run_exitfuncs()
-            sys.stdout.flush(); sys.stderr.flush()
-            os._exit(code)
+                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+                for fd, path in ((1, out), (2, err)):
+                    os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+                os.chdir(req["cwd"])
+                os.environ.clear()
+                os.environ.update(req["env"])
+                sys.argv, sys.path[:] = req["argv"], [os.path.dirname(req["argv"][0]), *site]
+                signal.alarm(req["timeout"])  # SIGALRM ends a script that outlives its timeout
+                try:
+                    runpy.run_path(req["argv"][0], run_name="__main__")
+                    code = 0
+                except SystemExit as e:
+                    if e.code is not None and not isinstance(e.code, int):
+                        print(e.code, file=sys.stderr)
+                    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                except KeyboardInterrupt:
+                    traceback.print_exc()
+                    sys.stderr.flush()
+                    signal.signal(signal.SIGINT, signal.SIG_DFL)
+                    os.kill(os.getpid(), signal.SIGINT)
+                except BaseException:
+                    traceback.print_exc()
+                threading._shutdown()
+                atexit._run_exitfuncs()
+                sys.stdout.flush(); sys.stderr.flush()
+            finally:
+                os._exit(code)
         status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         print(json.dumps([status, open(out).read(), open(err).read()]), flush=True)
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
 """
-_server: list = []
+_server: dict = {}
+
+
+def _start_up_settings() -> dict:
+    return {k: v for k, v in os.environ.items() if k.startswith("PYTHON") or k.endswith("_NUM_THREADS")}
+
+
+def _stop_server() -> None:
+    """End the server: at once when it is between scripts (it removes its folder), killed otherwise."""
+    proc = _server.pop("proc", None)
+    if proc is not None:
+        try:
+            proc.stdin.close()
+            proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
 
 
 def run_script(script, *args, timeout=600):
@@ -88,22 +117,33 @@ def run_script(script, *args, timeout=600):
     import atexit
     import json
     import signal
-    if not _server or _server[0].poll() is not None:
-        _server[:] = [subprocess.Popen([sys.executable, "-c", FORK_SERVER], stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, text=True, cwd="/")]
-        atexit.register(_server[0].stdin.close)
-    server = _server[0]
+    if not _server or _server["proc"].poll() is not None or _server["settings"] != _start_up_settings():
+        _stop_server()
+        log = tempfile.TemporaryFile("w+")   # the server's stderr: what its imports print
+        proc = subprocess.Popen([sys.executable, "-c", FORK_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=log, text=True, cwd="/")
+        ready = proc.stdout.readline()
+        log.seek(0)
+        if not ready:
+            raise RuntimeError(f"the fork server did not start: {log.read()[-2000:]}")
+        _server.update(proc=proc, settings=_start_up_settings(), said=log.read())
+        atexit.register(_stop_server)
     argv = [str(script), *map(str, args)]
-    server.stdin.write(json.dumps({"argv": argv, "cwd": str(ROOT), "env": dict(os.environ),
-                                   "timeout": max(1, int(timeout))}) + "\n")
-    server.stdin.flush()
-    line = server.stdout.readline()
+    try:
+        _server["proc"].stdin.write(json.dumps({"argv": argv, "cwd": str(ROOT), "env": dict(os.environ),
+                                                "timeout": max(1, int(timeout))}) + "\n")
+        _server["proc"].stdin.flush()
+        line = _server["proc"].stdout.readline()
+    except BaseException:  # interrupted between request and answer: the next call must not read this answer
+        _stop_server()
+        raise
     if not line:
+        _stop_server()
         raise RuntimeError("the fork server ended; run the script with subprocess to see why")
     code, out, err = json.loads(line)
     if code == -signal.SIGALRM:
-        raise subprocess.TimeoutExpired([sys.executable, *argv], timeout, out, err)
-    return subprocess.CompletedProcess([sys.executable, *argv], code, out, err)
+        raise subprocess.TimeoutExpired([sys.executable, *argv], timeout, out, _server["said"] + err)
+    return subprocess.CompletedProcess([sys.executable, *argv], code, out, _server["said"] + err)
 
 
 @pytest.fixture
