@@ -1,4 +1,7 @@
+import atexit
+import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -95,8 +98,8 @@ finally:
 _server: dict = {}
 
 
-def _start_up_settings() -> dict:
-    return {k: v for k, v in os.environ.items() if k.startswith("PYTHON") or k.endswith("_NUM_THREADS")}
+def _start_up_settings(env: dict) -> dict:
+    return {k: v for k, v in env.items() if k.startswith("PYTHON") or k.endswith("_NUM_THREADS")}
 
 
 def _stop_server() -> None:
@@ -111,26 +114,25 @@ def _stop_server() -> None:
             proc.wait()
 
 
-def run_script(script, *args, timeout=600):
-    """`python SCRIPT ARGS` from the repository's folder, forked from the fork server (FORK_SERVER); returns a
-    CompletedProcess, or raises subprocess.TimeoutExpired as subprocess.run would."""
-    import atexit
-    import json
-    import signal
-    if not _server or _server["proc"].poll() is not None or _server["settings"] != _start_up_settings():
+def run_script(script, *args, timeout=600, cwd=ROOT, env=None):
+    """`python SCRIPT ARGS` run from `cwd` with `env` (default: this process's), forked from the fork server
+    (FORK_SERVER); returns a CompletedProcess, or raises subprocess.TimeoutExpired as subprocess.run would."""
+    env = dict(os.environ if env is None else env)
+    settings = _start_up_settings(env)
+    if not _server or _server["proc"].poll() is not None or _server["settings"] != settings:
         _stop_server()
         log = tempfile.TemporaryFile("w+")   # the server's stderr: what its imports print
         proc = subprocess.Popen([sys.executable, "-c", FORK_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=log, text=True, cwd="/")
+                                stderr=log, text=True, cwd="/", env=env)
         ready = proc.stdout.readline()
         log.seek(0)
         if not ready:
             raise RuntimeError(f"the fork server did not start: {log.read()[-2000:]}")
-        _server.update(proc=proc, settings=_start_up_settings(), said=log.read())
+        _server.update(proc=proc, settings=settings, said=log.read())
         atexit.register(_stop_server)
     argv = [str(script), *map(str, args)]
     try:
-        _server["proc"].stdin.write(json.dumps({"argv": argv, "cwd": str(ROOT), "env": dict(os.environ),
+        _server["proc"].stdin.write(json.dumps({"argv": argv, "cwd": str(cwd), "env": env,
                                                 "timeout": max(1, int(timeout))}) + "\n")
         _server["proc"].stdin.flush()
         line = _server["proc"].stdout.readline()

@@ -77,58 +77,18 @@ def test_roofline_analysis_classifies_and_plots(tmp_path):
     assert (tmp_path / "roof.png").read_bytes()[:4] == b"\x89PNG"
 
 
-# `python FILE --help` for each FILE named, in a child forked from this process once it has imported torch:
-# each child starts as `python FILE` would (sys.path[0] the file's folder, the repository on no path and none
-# of its modules imported, the working directory /), so each file must find the repository itself; what
-# the children share is torch's import, a few seconds a file on a small CPU. Prints {file: [exit, out, err]}.
-FORKED_HELP = r"""
-import json, os, runpy, signal, sys, tempfile
-import matplotlib, numpy, torch  # noqa: F401 - imported once, before the forks
-site = [p for p in sys.path if p not in ("", os.getcwd())]
-done = {}
-with tempfile.TemporaryDirectory() as tmp:
-    for f in sys.argv[1:]:
-        out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
-        pid = os.fork()
-        if pid == 0:
-            for fd, path in ((1, out), (2, err)):
-                os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
-            sys.argv, sys.path[:] = [f, "--help"], [os.path.dirname(f), *site]
-            signal.alarm(120)      # a file that hangs is ended (SIGALRM), and named below
-            try:
-                runpy.run_path(f, run_name="__main__")
-                code = 0
-            except SystemExit as e:
-                if isinstance(e.code, str):
-                    print(e.code, file=sys.stderr)
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            except BaseException:
-                import traceback
-                traceback.print_exc()
-                code = 1
-            sys.stdout.flush(); sys.stderr.flush()
-            os._exit(code)
-        status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-        done[f] = [status, open(out).read(), open(err).read()]
-print(json.dumps(done))
-"""
-
-
 def test_every_ch1_file_runs_as_a_script():
     """`python ch1/<file>.py` must find the repository without PYTHONPATH: every file answers --help from
-    another folder (it imports the harness and its baseline; FORKED_HELP, one torch import for all), and one
-    pair file runs its pair there in a process of its own."""
-    import json
+    another folder, with the repository on no path (conftest.run_script: each child starts as `python FILE`
+    would, its sys.path[0] the file's folder), and one pair file runs its pair there in a process of its own."""
     import subprocess
     import sys
-    files = sorted(str(f) for f in (ROOT / "ch1").glob("*.py") if f.name != "__init__.py")
-    driver = subprocess.run([sys.executable, "-c", FORKED_HELP, *files], capture_output=True, text=True, timeout=600,
-                            cwd="/", env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
-    assert driver.returncode == 0, driver.stderr[-2000:]
-    done = json.loads(driver.stdout)
-    assert sorted(done) == files
-    for f, (code, out, err) in done.items():
-        assert code == 0 and out.startswith("usage:"), (f, code, err[-1500:])
+    from conftest import run_script
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for f in sorted((ROOT / "ch1").glob("*.py")):
+        if f.name != "__init__.py":
+            r = run_script(f, "--help", timeout=120, cwd="/", env=env)
+            assert r.returncode == 0 and r.stdout.startswith("usage:"), (f.name, r.returncode, r.stderr[-1500:])
     proc = subprocess.run([sys.executable, str(ROOT / "ch1" / "optimized_batched_gemm.py"), "--quick", "--device", "cpu"],
                           capture_output=True, text=True, timeout=300, cwd="/")
     assert proc.returncode == 0, proc.stderr[-2000:]

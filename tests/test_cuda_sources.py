@@ -45,7 +45,8 @@ def test_every_chapter_cuda_source_is_a_sample_or_an_extension():
     assert chapter_cu
     loaded = {ROOT / src for spec in declared(sorted(ROOT.glob("ch*/*.py"))) for src in spec[1:] if src.endswith(".cu")}
     for src in chapter_cu:
-        assert src.stem in makefile_samples(src.parent) or src in loaded, f"{src.relative_to(ROOT)}: no Makefile sample and no pair loads it"
+        assert src.stem in makefile_samples(src.parent) or src in loaded, \
+            f"{src.relative_to(ROOT)}: no Makefile sample and no pair loads it"
 
 
 def test_every_nvshmem_source_is_built_by_make_in_test_ch4_cuda():
