@@ -101,6 +101,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (me == 0) print_device();
+  // nvshmem_init() ran before a device was chosen, so NVSHMEM finishes its setup on the first call that
+  // needs the GPU. The team splits below refuse to run before that ("called before NVSHMEM initialization
+  // has completed"): a barrier on the device just set completes it on every PE first.
+  nvshmem_barrier_all();
   Ctx c{};
   c.ppn = ppn, c.nodes = npes / ppn, c.local = me % ppn, c.slice_count = COUNT / ppn;
   // One split per team; every PE takes part in every split and keeps the handle of its own.

@@ -8,13 +8,19 @@ bucket, instead of their sum. This is what DDP's reducer does in C++.
 
 Buckets fill in the order backward produces gradients, the same on every rank, so every rank
 launches the same collectives in the same order (NCCL requires it).
+
+A pitfall on 2 H200s: slower than the baseline (ch4/README.md has the figures). NCCL's all-reduce is
+a kernel that needs SMs, and backward's fp32 GEMMs fill every SM, so the two take turns instead of
+overlapping. A high-priority NCCL stream or fewer NCCL blocks did not change that, and a variant that
+moved the bytes with the copy engine (symmetric memory) was slower still: it is not kept.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
-import torch
 import torch.distributed as dist
 
 from ch4.baseline_grad_overlap import leaf_params, loss_fn
 from ch4.dist_common import bucket_cap, bucket_views, plan_buckets
+
+KIND = "pitfall"
 
 
 def prepare(w):

@@ -1,0 +1,69 @@
+"""Prefetch the next layer's gather with the GPU's copy engine, so that the matmul keeps every SM.
+
+The shards live in symmetric memory (each rank's shard mapped into its peer's address space, once).
+Gathering a layer is then two plain copies: this rank's half, and the peer's half read over NVLink.
+A device-to-device copy runs on the copy engine, not on the SMs.
+
+Both copies run on a side stream, one layer ahead: layer i+1 is gathered into the second buffer
+while layer i's matmul runs. The side stream first waits for the work already queued on the
+caller's stream, because the buffer it overwrites was read by layer i-1.
+
+Why not NCCL (optimized_fsdp_prefetch.py, a pitfall here)? NCCL's all-gather is a kernel that needs
+SMs, and the 1024 x 4096 x 4096 matmul already fills every SM. The two take turns, whatever the
+streams allow. The copy engine needs no SM, so gather and matmul really overlap.
+
+Time ≈ one gather + layers x max(gather, compute).
+
+Prepared once: the shards copied into symmetric memory and mapped (rendezvous), the two buffers, the
+side stream. Per call: the batch, and every layer's gather.
+"""
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import torch
+import torch.distributed as dist
+
+from ch4.baseline_fsdp_prefetch import gather_buffers, layer
+from ch4.dist_common import rank, symm_empty, world_size
+
+DEVICES = ("cuda",)   # symmetric memory maps peers' memory through CUDA
+
+
+def prepare(w):
+    shards, x = w.inputs["shards"], w.inputs["x"]
+    layers, half = shards.shape
+    me, n = rank(), world_size()
+    mine, handle = symm_empty(shards.shape, shards.dtype, shards.device)
+    mine.copy_(shards)
+    torch.cuda.synchronize()
+    dist.barrier()   # every rank's shards are in place before anyone reads them; they never change again
+    peers = {p: handle.get_buffer(p, shards.shape, shards.dtype) for p in range(n) if p != me}
+    bufs = gather_buffers(w, 2)
+    side = torch.cuda.Stream()
+    ready = [torch.cuda.Event(), torch.cuda.Event()]
+
+    def gather(i: int) -> None:
+        """Layer i into bufs[i % 2] on the side stream: rank p's half at [p * half, (p + 1) * half)."""
+        out = bufs[i % 2]
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            out[me * half:(me + 1) * half].copy_(mine[i])
+            for p, theirs in peers.items():
+                out[p * half:(p + 1) * half].copy_(theirs[i])   # over NVLink, by the copy engine
+            ready[i % 2].record(side)
+
+    def forward():
+        main = torch.cuda.current_stream()
+        gather(0)
+        h = x
+        for i in range(layers):
+            main.wait_event(ready[i % 2])
+            if i + 1 < layers:
+                gather(i + 1)
+            h = layer(h, bufs[i % 2])
+        return h
+    forward.keepalive = (handle, side)
+    return forward
+
+
+if __name__ == "__main__":
+    from common import run_pair_file
+    run_pair_file(__file__)
