@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 CUDA_ONLY = {"optimized_small_allreduce_symm_mem", "optimized_small_allreduce_nvshmem",
-             "optimized_large_allreduce_symm_mem", "optimized_pipeline_handoff_symm_mem"}
+             "optimized_large_allreduce_symm_mem", "optimized_pipeline_handoff_symm_mem",
+             "optimized_fsdp_prefetch_copy_engine"}
 
 
 # ---------------------------------------------------------------- single process: the references
