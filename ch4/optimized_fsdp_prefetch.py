@@ -7,10 +7,13 @@ stream waits for a gather only when that layer is reached. Two buffers alternate
 writes the buffer the previous layer read, which is safe because NCCL's stream first waits for
 the work already queued on the caller's stream. Time ≈ one gather + layers x max(gather, compute).
 
-A pitfall on 2 H200s: it gains little or nothing (ch4/README.md has the figures). NCCL's all-gather
-is a kernel that needs SMs, and the 1024 x 4096 x 4096 matmul fills every SM, so the two mostly take
-turns whatever the streams allow. optimized_fsdp_prefetch_copy_engine.py moves the bytes with the
-copy engine instead.
+A pitfall on 2 H200s: it gained nothing, 0.99x in three runs (ch4/README.md has the figures). Our
+reading, not measured directly: NCCL's all-gather is a kernel that needs SMs, the matmul keeps them
+busy, and the two take turns whatever the streams allow. A high-priority NCCL stream did not help
+(scripts/ch4_overlap_probe.py). optimized_fsdp_prefetch_copy_engine.py moves the bytes with a copy
+engine instead.
+
+Prepared once: the two gather buffers. Per call: the batch, and every layer's all-gather.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 from ch4.baseline_fsdp_prefetch import gather_buffers, layer

@@ -2,22 +2,25 @@
 
 The shards live in symmetric memory (each rank's shard mapped into its peer's address space, once).
 Gathering a layer is then two plain copies: this rank's half, and the peer's half read over NVLink.
-A device-to-device copy runs on the copy engine, not on the SMs.
+A device-to-device copy (cudaMemcpyAsync) runs on a copy engine, not on the SMs; the profiler lists
+these gathers as memcpy, not as kernels.
 
 Both copies run on a side stream, one layer ahead: layer i+1 is gathered into the second buffer
 while layer i's matmul runs. The side stream first waits for the work already queued on the
 caller's stream, because the buffer it overwrites was read by layer i-1.
 
-Why not NCCL (optimized_fsdp_prefetch.py, a pitfall here)? NCCL's all-gather is a kernel that needs
-SMs, and the 1024 x 4096 x 4096 matmul already fills every SM. The two take turns, whatever the
-streams allow. The copy engine needs no SM, so gather and matmul really overlap.
+Why not NCCL (optimized_fsdp_prefetch.py, a pitfall here)? On 2 H200s its prefetch gained nothing.
+Our reading, not measured directly: NCCL's all-gather is a kernel that needs SMs, the matmul keeps
+them busy, and the two take turns whatever the streams allow. A copy engine takes no SM from the
+matmul.
 
 Time ≈ one gather + layers x max(gather, compute), once the host keeps up: the forward is replayed as
 one CUDA graph (below, in prepare).
 
 Prepared once: the shards copied into symmetric memory and mapped (rendezvous), the two buffers, the
 side stream, the graph. Per call: the batch (written in place where the graph reads it), and every
-layer's gather.
+layer's gather. The output is one buffer of the graph's, overwritten by the next call (as a real
+forward's activations would be reused).
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
@@ -63,9 +66,9 @@ def prepare(w):
             h = layer(h, bufs[i % 2])
         return h
 
-    # Issued eagerly, the host's ~10 launches and stream switches per layer took about as long as the GPU's
-    # work (0.10-0.15 ms a layer on 2 H200s, seen on the profiler's timeline): the GPU waited for the host,
-    # and the overlap came and went with the host's speed. One CUDA graph replays the whole forward, both
+    # Issued eagerly, this forward left the GPU waiting for the host: on 2 H200s the profiler's timeline
+    # shows a matmul every 0.14 ms for 0.057 ms of work, and a call took 0.80 or 1.21 ms from run to run
+    # (our reading: the ~10 launches and stream switches a layer, at the host's varying speed). One CUDA graph replays the whole forward, both
     # streams and their events, in one launch. It reads x where the caller writes each new batch.
     warm = torch.cuda.Stream()
     warm.wait_stream(torch.cuda.current_stream())
@@ -79,7 +82,7 @@ def prepare(w):
     def replay():
         graph.replay()
         return out
-    replay.keepalive = (handle, side, graph)
+    replay.keepalive = (handle, mine, peers, bufs, ready, side, graph)   # the graph reads and writes these
     return replay
 
 
