@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "cuda_check.cuh"
+#include "nvshmem_launched.cuh"
 
 constexpr size_t COUNT = 16u << 20;   // floats per PE: 64 MiB
 constexpr int REPS = 10;
@@ -88,6 +89,7 @@ static void hierarchical(void* p) {
 }
 
 int main(int argc, char** argv) {
+  if (int bad = refuse_unless_launched(argv[0])) return bad;
   nvshmem_init();
   int me = nvshmem_my_pe(), npes = nvshmem_n_pes();
   CUDA_CHECK(cudaSetDevice(nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE)));

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "cuda_check.cuh"
+#include "nvshmem_launched.cuh"
 
 // ------------------------------------------------------------------------------------------ queue
 constexpr int CAPACITY = 256;                 // slots in the ring on PE 0
@@ -227,7 +228,8 @@ static bool run_pipeline(int me, int npes, int depth, bool report = true) {
   return ok;
 }
 
-int main() {
+int main(int, char** argv) {
+  if (int bad = refuse_unless_launched(argv[0])) return bad;
   nvshmem_init();
   int me = nvshmem_my_pe(), npes = nvshmem_n_pes();
   CUDA_CHECK(cudaSetDevice(nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE)));

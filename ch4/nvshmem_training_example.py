@@ -322,6 +322,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if "WORLD_SIZE" not in os.environ:
         raise SystemExit("run me with torchrun, e.g. torchrun --nproc_per_node=2 ch4/nvshmem_training_example.py")
+    bad = [s for s in args.shard_size or [] if s < 1 or int(os.environ["WORLD_SIZE"]) % s]
+    if bad or args.steps < 1:   # before any process group or part: every rank stops here, rank 0 says why
+        if os.environ.get("RANK", "0") == "0":
+            print(f"error: --shard-size {bad[0]} does not divide the world size {os.environ['WORLD_SIZE']}" if bad
+                  else f"error: --steps {args.steps}: give at least one step", file=sys.stderr)
+        return 2
     local = int(os.environ.get("LOCAL_RANK", "0"))
     device = torch.device("cuda", local) if torch.cuda.is_available() else torch.device("cpu")
     if device.type == "cuda":

@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+from common.cli import ArgParser  # noqa: E402  (one error line and exit 2 for a bad command line)
 from common.files import new_run_folder  # noqa: E402
 from common.timing import BUDGET_S, QUICK_BUDGET_S, max_over_ranks, time_call  # noqa: E402
 
@@ -276,16 +277,34 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def size_arg(text: str) -> str:
+    """A --sizes entry, checked when the command line is read, before any process or folder exists;
+    passed on to the ranks as typed."""
+    try:
+        ok = parse_size(text) > 0
+    except (ValueError, KeyError, IndexError):
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(f"{text!r}: a size is a positive byte count, e.g. 4096, 64K, 1M or 256MiB")
+    return text
+
+
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of processes")
+    return int(text)
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", choices=["default", "CUDA", "NVSHMEM"],
                     help="symmetric-memory backend of this process group only (default: all, see above)")
-    ap.add_argument("--sizes", nargs="+", help="message sizes per rank, e.g. 4K 64K 1M 256M")
+    ap.add_argument("--sizes", nargs="+", type=size_arg, help="message sizes per rank, e.g. 4K 64K 1M 256M")
     ap.add_argument("--budget", type=positive_seconds, help=f"timing budget per size and method, seconds, warm-up not "
                     f"counted (default {BUDGET_S:g}, {QUICK_BUDGET_S:g} with --quick)")
     ap.add_argument("--quick", action="store_true", help="sizes up to 1 MiB on GPUs, 64 KiB on CPUs")
     ap.add_argument("--output", type=Path, help="folder for allreduce.json and allreduce.png")
-    ap.add_argument("--nproc", type=int, default=2, help="without torchrun: processes to launch (default 2)")
+    ap.add_argument("--nproc", type=positive_int, default=2, help="without torchrun: processes to launch (default 2)")
     ap.add_argument("--part", type=Path, help=argparse.SUPPRESS)        # internal: where a part writes its JSON
     ap.add_argument("--symm-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

@@ -3,6 +3,7 @@
 Running them needs two GPUs and a launcher (scripts/nvshmem_launch_multinode.sh); that is the
 2-GPU session's job (scripts/h200x2_ch4.sh).
 """
+import os
 import shutil
 import subprocess
 import sys
@@ -34,3 +35,9 @@ def test_nvshmem_samples_compile_and_link(tmp_path):
         # linked against NVSHMEM's host library, which the binary finds through its rpath
         ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
         assert "libnvshmem_host.so" in ldd.stdout and "not found" not in ldd.stdout.split("libnvshmem_host")[1].split("\n")[0], ldd.stdout
+        # started by hand, with no launcher's variables: one line that names the launch script, exit 2,
+        # before NVSHMEM's own failure deep inside nvshmem_init ("status 7"); no GPU is touched
+        bare = {k: v for k, v in os.environ.items() if not k.startswith(("NVSHMEM_", "OMPI_", "PMI", "SLURM_"))}
+        run = subprocess.run([str(binary)], env=bare, capture_output=True, text=True, timeout=60)
+        lines = run.stderr.strip().splitlines()
+        assert run.returncode == 2 and len(lines) == 1 and "nvshmem_launch_multinode.sh" in lines[0], run.stderr

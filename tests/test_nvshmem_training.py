@@ -91,3 +91,11 @@ def check_saved(out, report, name):
     for name, (rank0, rank1) in out["pipeline"].items():
         assert close([rank0.float()], [acts], 2e-2), name
         assert close([rank1.float()], [losses], 2e-2), name
+
+
+def test_a_shard_size_that_does_not_divide_the_world_stops_before_any_part(tmp_path):
+    proc, log, saved, measured = run_example(tmp_path, "bad", "--shard-size", "3")
+    assert proc.wait(timeout=300) != 0
+    text = log.read_text()
+    assert text.count("error: --shard-size 3 does not divide the world size 2") == 1, text   # rank 0 only
+    assert "1. data parallel" not in text and not measured.exists(), text             # nothing ran
