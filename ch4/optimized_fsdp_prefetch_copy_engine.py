@@ -68,8 +68,9 @@ def prepare(w):
 
     # Issued eagerly, this forward left the GPU waiting for the host: on 2 H200s the profiler's timeline
     # shows a matmul every 0.14 ms for 0.057 ms of work, and a call took 0.80 or 1.21 ms from run to run
-    # (our reading: the ~10 launches and stream switches a layer, at the host's varying speed). One CUDA graph replays the whole forward, both
-    # streams and their events, in one launch. It reads x where the caller writes each new batch.
+    # (our reading: the ~10 launches and stream switches a layer, at the host's varying speed). One CUDA
+    # graph replays the whole forward, both streams and their events, in one launch. It reads x where the
+    # caller writes each new batch.
     warm = torch.cuda.Stream()
     warm.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(warm):
