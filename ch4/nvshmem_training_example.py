@@ -241,9 +241,7 @@ def data_parallel(args, cfg, device, comm) -> tuple[list[torch.Tensor], dict]:
 # ------------------------------------------------------------------ 2. hybrid sharding
 def hybrid_sharded(args, cfg, device, shard_size: int, symm) -> tuple[list[torch.Tensor], dict]:
     """`symm`: the symmetric-memory collectives class for the shard group, or None for NCCL/Gloo."""
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if world % shard_size:
-        raise SystemExit(f"--shard-size {shard_size} does not divide the world size {world}")
+    rank, world = dist.get_rank(), dist.get_world_size()   # main() checked that shard_size divides world
     shard_groups = [dist.new_group(list(range(g * shard_size, (g + 1) * shard_size))) for g in range(world // shard_size)]
     replica_groups = [dist.new_group(list(range(i, world, shard_size))) for i in range(shard_size)]
     my_shard_group, my_replica_group = shard_groups[rank // shard_size], replica_groups[rank % shard_size]
