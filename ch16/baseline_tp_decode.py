@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from common import Workload
-from ch16.decode import MODEL_SEED, capture_graph, step_work
+from ch16.decode import MODEL_SEED, capture_graph
 from ch16.model import CONFIGS, KVCache, build_model, cast_model, decode_step, prefill, random_tokens
 from ch16.symmetric_memory_inference import ShardedModel, StaticKV, Transport, shard_model
 
@@ -68,11 +68,21 @@ def workload(seed: int, device, quick: bool = False) -> Workload:
     shard = {k: v.to(device).contiguous() for k, v in shard_model(full, world, rank).items()}
     k_cache, v_cache = cache.k[:, :, heads].contiguous(), cache.v[:, :, heads].contiguous()
     del cache
-    flops, bytes_moved = step_work(full, 1, context + 64)
+    flops, bytes_moved = rank_work(full, shard, world, context + 64)
     return Workload(inputs={"cfg": cfg, "shard": shard, "token": token.to(device), "input_pos": torch.tensor([context], device=device),
                             "k_cache": k_cache, "v_cache": v_cache},
-                    updated=("k_cache", "v_cache"), flops=flops / world, bytes_moved=bytes_moved / world, items=1,
+                    updated=("k_cache", "v_cache"), flops=flops, bytes_moved=bytes_moved, items=1,
                     item_name="tokens", note=f"{cfg.n_params() / 1e9:.2f}B params over {world} ranks, context {context}")
+
+
+def rank_work(full, shard: dict, world: int, keys_read: int) -> tuple[float, float]:
+    """(flops, bytes) of one rank's step: its shard's weights once (the embedding: one row; the output head is
+    replicated, so every rank reads all of it), and its share of the KV heads and of attention's FLOPs."""
+    cfg, esize = full.cfg, full.output.weight.element_size()
+    weights = sum(t.numel() for name, t in shard.items() if name != "emb") + cfg.dim
+    attention = 4.0 * cfg.n_layers * cfg.n_heads * cfg.head_dim * keys_read
+    kv = keys_read * cfg.kv_bytes_per_token(full.output.weight.dtype)
+    return 2.0 * weights + attention / world, weights * esize + kv / world
 
 
 def reference(seed: int, rank: int, world_size: int, quick: bool = False):
@@ -90,12 +100,15 @@ def reference(seed: int, rank: int, world_size: int, quick: bool = False):
 
 
 def tp_step(w: Workload, allreduce: str):
-    """The sharded step, graphed on a GPU; allreduce "dist" (NCCL/Gloo) or "symm" (one-shot, symmetric memory)."""
+    """The sharded step, graphed on a GPU; allreduce "dist" (NCCL/Gloo) or "symm" (one-shot, symmetric memory).
+
+    "none" leaves out every all-reduce: each rank's partial sums stay unsummed, so its answer is wrong. It is
+    the time of the step's own kernels, for tp_decode_breakdown.py, and never a variant."""
     device = w.inputs["token"].device
     world = dist.get_world_size() if dist.is_initialized() else 1
     cfg = w.inputs["cfg"]
-    transport = Transport(device, symmetric=allreduce == "symm", allreduce=allreduce)
-    group = dist.group.WORLD if world > 1 else None
+    transport = Transport(device, symmetric=allreduce == "symm", allreduce="dist" if allreduce == "none" else allreduce)
+    group = dist.group.WORLD if world > 1 and allreduce != "none" else None
     model = ShardedModel(cfg, w.inputs["shard"], cfg.n_layers, world, group, transport, device)
     kv = StaticKV(w.inputs["k_cache"], w.inputs["v_cache"])
     token, pos = w.inputs["token"], w.inputs["input_pos"]

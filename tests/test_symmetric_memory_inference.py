@@ -22,14 +22,29 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_main(rank: int, world: int, port: int, argv: list[str]) -> None:
+def _rank_main(main, rank: int, world: int, port: int, argv: list[str]) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
                       WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
     code = 1
     try:
-        code = smi.main(argv)
+        code = main(argv)
     finally:
         os._exit(code)
+
+
+def on_ranks(main, world: int, argv: list[str]) -> list:
+    """main(argv) in `world` forked processes, as torchrun would start them; their exit codes."""
+    ctx, port = mp.get_context("fork"), _free_port()
+    procs = [ctx.Process(target=_rank_main, args=(main, r, world, port, argv)) for r in range(world)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    codes = [p.exitcode for p in procs]
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    return codes
 
 
 def serve(world: int, tmp_path, *extra) -> dict:
@@ -38,16 +53,7 @@ def serve(world: int, tmp_path, *extra) -> dict:
     if world == 1:
         assert smi.main(argv) == 0
     else:
-        ctx, port = mp.get_context("fork"), _free_port()
-        procs = [ctx.Process(target=_rank_main, args=(r, world, port, argv)) for r in range(world)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(timeout=120)
-        codes = [p.exitcode for p in procs]
-        for p in procs:
-            if p.is_alive():
-                p.kill()
+        codes = on_ranks(smi.main, world, argv)
         assert codes == [0] * world, f"exit codes {codes}"
     return json.loads(out.read_text())
 
@@ -94,3 +100,29 @@ def test_asking_for_cuda_without_a_gpu_is_one_line_and_exit_2():
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert lines[0].startswith("error:") and "needs a CUDA GPU; none is visible to PyTorch" in lines[0]
+
+
+def test_tp_breakdown_on_two_gloo_ranks_parts_the_step_into_compute_and_all_reduces(tmp_path):
+    """ch16/tp_decode_breakdown.py --quick on 2 ranks: the step, the step without its all-reduces and the
+    all-reduces alone are each timed, and the report is written once, by rank 0 (which of them is faster
+    is the GPU run's finding, not a CPU test's)."""
+    from ch16 import tp_decode_breakdown as tpb
+    out = tmp_path / "breakdown"
+    codes = on_ranks(tpb.main, 2, ["--quick", "--budget", "0.1", "--output", str(out)])
+    assert codes == [0, 0], f"exit codes {codes}"
+    report = json.loads((out / "breakdown.json").read_text())
+    rows = report["rows"]
+    assert set(rows) == {"step_nccl", "compute_only", "allreduce_nccl"}     # no symmetric memory on Gloo
+    assert report["world_size"] == 2 and report["allreduces_per_step"] == 8   # the small model's 4 layers, x2
+    step = rows["step_nccl"]
+    assert all(r["ms"] > 0 and r["samples"] > 0 for r in rows.values())
+    assert {"allreduce_share", "per_allreduce_us"} <= set(step) and "per_allreduce_us" in rows["allreduce_nccl"]
+    assert "| step_nccl |" in (out / "breakdown.md").read_text()
+
+
+def test_tp_breakdown_in_one_process_is_one_line_and_exit_2(capsys, monkeypatch):
+    from ch16 import tp_decode_breakdown as tpb
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert tpb.main(["--quick"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "torchrun --nproc-per-node 2" in err[0]

@@ -1,0 +1,175 @@
+"""Where a tensor-parallel decode step's time goes: its all-reduces' share, NCCL against symmetric memory.
+
+    torchrun --nproc-per-node 2 ch16/tp_decode_breakdown.py              # the pair's GPU size (llama-1b)
+    torchrun --nproc-per-node 2 ch16/tp_decode_breakdown.py --quick      # the small model: a smoke run
+    options: --output DIR (default: a new profiles/runs/<YYYYMMDD-HHMMSS>-ch16-tp-breakdown/), --budget S
+
+The tp_decode pair (baseline_tp_decode.py) times the whole step. This script takes the pair's own workload
+(seed 0) and its own graphed step (`tp_step`) apart, timing five calls:
+    step_nccl       the step, every all-reduce dist.all_reduce (NCCL; Gloo on CPUs)
+    step_symm       the step, every all-reduce torch.ops.symm_mem.one_shot_all_reduce (GPUs only)
+    compute_only    the same sharded step with no all-reduce: each rank's partial sums stay unsummed, so its
+                    answer is wrong. It is timed, never verified: the time of the step's own kernels
+    allreduce_nccl  the step's 2 x n_layers all-reduces of one (1, 1, dim) message, alone, graphed as the step is
+    allreduce_symm  the same with the one-shot all-reduce (its copy into the symmetric buffer included, as in the step)
+The two steps are first checked against each other (the same logits within the bf16 tolerance; the pair checks
+each against one process). Derived: a step's all-reduce share = (step - compute_only) / step, the same gap per
+all-reduce, and the all-reduce alone per call. Timing is the harness's (common.timing.time_call): every rank
+takes each decision together (the max over ranks), and a time is the slowest rank's median.
+
+Writes breakdown.json and breakdown.md into the output folder (rank 0, once everything is measured).
+NVLink multicast stays off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1
+unless already set): no multimem operation is called.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+for _k, _v in {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}.items():
+    os.environ.setdefault(_k, _v)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from ch16 import baseline_tp_decode as tp  # noqa: E402
+from ch16.decode import capture_graph  # noqa: E402
+from ch16.symmetric_memory_inference import Transport  # noqa: E402
+from common.cli import ArgParser  # noqa: E402
+from common.files import atomic_write_json, new_run_folder  # noqa: E402
+from common.timing import BUDGET_S, QUICK_BUDGET_S, max_over_ranks, time_call  # noqa: E402
+from common.verify import verify_outputs  # noqa: E402
+
+SEED = 0
+
+
+def allreduces_alone(w, allreduce: str):
+    """The step's 2 x n_layers all-reduces of one (1, 1, dim) message, nothing else, graphed on a GPU.
+    The message is zeros: an all-reduce moves and adds the same bytes whatever they hold, and zeros
+    summed in place stay zeros however often the graph replays."""
+    cfg, device = w.inputs["cfg"], w.inputs["token"].device
+    transport = Transport(device, symmetric=allreduce == "symm", allreduce=allreduce)
+    x = torch.zeros(1, 1, cfg.dim, dtype=w.inputs["k_cache"].dtype, device=device)
+
+    def run():
+        for _ in range(2 * cfg.n_layers):
+            out = transport.all_reduce(x, dist.group.WORLD)
+        return out
+    if device.type != "cuda":
+        return run
+    run()  # the symmetric buffer and its rendezvous (a collective), outside the capture
+    replay = capture_graph(run)
+    replay.keepalive = transport
+    return replay
+
+
+def timed(fn, device, budget_s: float) -> dict:
+    t = time_call(fn, device, budget_s=budget_s, agree=max_over_ranks)
+    return {"ms": max_over_ranks(t.median_ms), "p10_ms": max_over_ranks(t.p10_ms), "p90_ms": max_over_ranks(t.p90_ms),
+            "median_ci_pct": max_over_ranks(t.median_ci_pct), "samples": t.samples, "timer": t.timer}
+
+
+def measure(device, quick: bool, budget_s: float, log) -> dict:
+    w = tp.workload(SEED, device, quick)
+    cfg = w.inputs["cfg"]
+    calls = {"step_nccl": tp.tp_step(w, "dist")}
+    if device.type == "cuda":
+        calls["step_symm"] = tp.tp_step(w, "symm")
+    calls["compute_only"] = tp.tp_step(w, "none")
+    calls["allreduce_nccl"] = allreduces_alone(w, "dist")
+    if device.type == "cuda":
+        calls["allreduce_symm"] = allreduces_alone(w, "symm")
+    precision = "bf16" if w.inputs["k_cache"].dtype == torch.bfloat16 else "fp32"
+    reference = calls["step_nccl"]().detach().clone()
+    if "step_symm" in calls:  # both steps write the same KV position before they read it: same inputs, same answer
+        verdict = verify_outputs([reference], [calls["step_symm"]().detach().clone()], precision)
+        if max_over_ranks(0.0 if verdict.ok else 1.0):
+            raise RuntimeError(f"step_symm differs from step_nccl: {verdict.message}")
+    rows = {}
+    for name, fn in calls.items():
+        log(f"  timing {name}")
+        rows[name] = timed(fn, device, budget_s)
+    n_ar = 2 * cfg.n_layers
+    compute = rows["compute_only"]["ms"]
+    for kind in ("nccl", "symm"):
+        if f"step_{kind}" not in rows:
+            continue
+        step = rows[f"step_{kind}"]
+        step["allreduce_ms"] = step["ms"] - compute
+        step["allreduce_share"] = step["allreduce_ms"] / step["ms"]
+        step["per_allreduce_us"] = step["allreduce_ms"] * 1e3 / n_ar
+        rows[f"allreduce_{kind}"]["per_allreduce_us"] = rows[f"allreduce_{kind}"]["ms"] * 1e3 / n_ar
+    out = {"world_size": dist.get_world_size(), "device": torch.cuda.get_device_name(device) if device.type == "cuda"
+           else "cpu", "config": tp.sizes(device, quick)[0], "context": tp.sizes(device, quick)[1],
+           "allreduces_per_step": n_ar, "message_bytes": cfg.dim * w.inputs["k_cache"].element_size(),
+           "quick": quick, "budget_s": budget_s, "torch": torch.__version__,
+           "backend": dist.get_backend() + (" " + ".".join(map(str, torch.cuda.nccl.version()))
+                                            if device.type == "cuda" else ""),
+           "checked": "step_symm against step_nccl: " + (verdict.message if "step_symm" in calls else "not run (CPU)"),
+           "rows": rows}
+    if "step_symm" in rows:
+        out["speedup_symm_over_nccl"] = rows["step_nccl"]["ms"] / rows["step_symm"]["ms"]
+    return out
+
+
+def markdown(r: dict) -> str:
+    lines = [f"# Tensor-parallel decode step on {r['world_size']} x {r['device']}: where the time goes", "",
+             f"{r['config']}, context {r['context']}, {r['allreduces_per_step']} all-reduces of {r['message_bytes']} "
+             f"bytes per step; torch {r['torch']}, {r['backend']}" + (" (--quick: not results)" if r["quick"] else ""),
+             "", f"Checked: {r['checked']}.", "",
+             "| call | ms (slowest rank's median) | p10-p90 | all-reduce share | per all-reduce |",
+             "| --- | ---: | --- | ---: | ---: |"]
+    for name, row in r["rows"].items():
+        share = f"{100 * row['allreduce_share']:.1f}%" if "allreduce_share" in row else ""
+        per = f"{row['per_allreduce_us']:.2f} µs" if "per_allreduce_us" in row else ""
+        lines.append(f"| {name} | {row['ms']:.4f} | {row['p10_ms']:.4f}-{row['p90_ms']:.4f} | {share} | {per} |")
+    if "speedup_symm_over_nccl" in r:
+        lines += ["", f"step_nccl / step_symm: {r['speedup_symm_over_nccl']:.3f}x"]
+    lines += ["", "compute_only leaves out every all-reduce (its answer is wrong): the step's own kernels. A step's "
+              "all-reduce share is (step - compute_only) / step; per all-reduce, that gap over the "
+              f"{r['allreduces_per_step']} all-reduces. The allreduce_* rows are the same all-reduces alone."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = ArgParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="the small model: checks that the script runs (not results)")
+    ap.add_argument("--budget", type=float, metavar="S",
+                    help=f"timing budget per call in seconds (default {BUDGET_S:g}, --quick {QUICK_BUDGET_S:g})")
+    ap.add_argument("--output", type=Path, metavar="DIR", help="folder for breakdown.json and breakdown.md")
+    a = ap.parse_args(argv)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world < 2:
+        print("error: a tensor-parallel step needs 2 or more processes: "
+              "torchrun --nproc-per-node 2 ch16/tp_decode_breakdown.py", file=sys.stderr)
+        return 2
+    if torch.cuda.is_available() and torch.cuda.device_count() < world:
+        print(f"error: {world} processes need {world} GPUs; {torch.cuda.device_count()} visible", file=sys.stderr)
+        return 2
+    rank = int(os.environ["RANK"])
+    if torch.cuda.is_available():
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    log = (lambda m: print(m, file=sys.stderr, flush=True)) if rank == 0 else (lambda m: None)
+    try:
+        report = measure(device, a.quick, a.budget or (QUICK_BUDGET_S if a.quick else BUDGET_S), log)
+    finally:
+        dist.destroy_process_group()
+    if rank == 0:
+        folder = a.output or new_run_folder("ch16-tp-breakdown")
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(folder / "breakdown.json", report)
+        text = markdown(report)
+        (folder / "breakdown.md").write_text(text)
+        print(text)
+        print(f"wrote {folder / 'breakdown.json'}, {folder / 'breakdown.md'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
