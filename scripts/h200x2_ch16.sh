@@ -19,6 +19,7 @@ step() { local name=$1 limit=$2; shift 2; echo "== $name" >&2
   grep -v -e '^      ' -e '^W[0-9]' "$work/logs/$name.log" | tail -"${TAIL:-12}"
   echo "== $name: exit $r in $((SECONDS - t0)) s" | tee -a "$work/logs/status.txt" >&2
   [ $r -eq 0 ] || { rc=1; failed="$failed $name"; }; return 0; }
+trap 'exit 143' TERM
 trap 'tar -czf "$out/ch16_h200x2.tar.gz" -C "$work" .; cat "$work"/logs/*.log > "$out/ch16_h200x2.log" 2>/dev/null' EXIT
 nvidia-smi topo -m > "$work/logs/topo.txt" 2>&1
 $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version(),
