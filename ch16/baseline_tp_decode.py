@@ -18,6 +18,8 @@ latency, not the bandwidth, sets the step. A one-shot symmetric-memory all-reduc
 4 KiB) takes a few hundred µs off.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import copy
+
 import torch
 import torch.distributed as dist
 
@@ -85,18 +87,32 @@ def rank_work(full, shard: dict, world: int, keys_read: int) -> tuple[float, flo
     return 2.0 * weights + attention / world, weights * esize + kv / world
 
 
-def reference(seed: int, rank: int, world_size: int, quick: bool = False):
-    """The logits of the same step in one process on the CPU (every rank returns the whole logits)."""
+def one_process_step(seed: int, device, dtype, quick: bool = False, compute_dtype=None):
+    """The same step in one process, the whole model on `device`: the logits (1, vocab). The weights are the
+    pair's (`dtype`, drawn as workload() draws them); `compute_dtype` casts a copy of them up first (fp32: an
+    accuracy reference for the bf16 step, what tp_decode_breakdown.py reports beside the check)."""
     cfg_name, context = sizes("cuda" if torch.cuda.is_available() else "cpu", quick)
-    dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
-    model = cast_model(full_model(cfg_name, dtype, "cpu"), dtype=torch.float32)
-    _full.pop((cfg_name, dtype, "cpu"))  # cast in place: no longer the dtype its key says
+    model = full_model(cfg_name, dtype, device)
+    if compute_dtype not in (None, dtype):
+        model = cast_model(copy.deepcopy(model), dtype=compute_dtype)
     prefix, token = request(model.cfg, seed, context)
-    cache = KVCache.empty(model.cfg, 1, context + 64)
+    cache = KVCache.empty(model.cfg, 1, context + 64, device, compute_dtype or dtype)
     with torch.no_grad():
-        prefill(model, prefix, cache)
-        out = decode_step(model, cache, token, torch.tensor([context]))
-    return out.to(dtype)
+        prefill(model, prefix.to(device), cache)
+        return decode_step(model, cache, token.to(device), torch.tensor([context], device=device))
+
+
+def reference(seed: int, rank: int, world_size: int, quick: bool = False):
+    """The logits of the same step in one process, in the pair's precision: the whole model on this rank's GPU
+    in bf16 (on CPUs, fp32). Every rank returns the whole logits.
+
+    Not the fp32 step: at the GPU size a bf16 decode step is itself about 1e-2 off the fp32 step of the same
+    weights (the one-GPU eager step 1.06e-2 on the H100, ch16/optimized_decode_graph_compile.py), at the bf16
+    tolerance, and the sharded step, checked against fp32, FAILED at 1.10e-2 (2 x H200, 21543d0).
+    tp_decode_breakdown.py reports all three distances."""
+    if torch.cuda.is_available():
+        return one_process_step(seed, torch.device("cuda", torch.cuda.current_device()), torch.bfloat16, quick)
+    return one_process_step(seed, torch.device("cpu"), torch.float32, quick)
 
 
 def tp_step(w: Workload, allreduce: str):

@@ -23,8 +23,11 @@ unless already set): no multimem operation is called.
 """
 from __future__ import annotations
 
+import gzip
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 for _k, _v in {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}.items():
@@ -65,13 +68,39 @@ def allreduces_alone(w, allreduce: str):
     return replay
 
 
+def kernel_time(fn, calls: int = 5, trace: Path | None = None) -> dict:
+    """Per call, from torch.profiler (GPU only): the GPU time of the all-reduce kernels (NCCL's, the one-shot's),
+    of copies (memcpy, the one-shot's copy into its buffer) and of every other kernel, and the kernel count. A
+    kernel's time includes any wait for the other rank inside it. `trace`: also write the Chrome trace there."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    us = {"allreduce_us": 0.0, "copy_us": 0.0, "other_us": 0.0}
+    kernels = 0
+    for e in prof.events():
+        if e.device_type != DeviceType.CUDA:
+            continue
+        name = e.name.lower()
+        kind = ("allreduce_us" if "nccl" in name or "all_reduce" in name or "allreduce" in name
+                else "copy_us" if name.startswith("memcpy") else "other_us")
+        us[kind] += e.time_range.elapsed_us()
+        kernels += 1
+    if trace is not None:
+        prof.export_chrome_trace(str(trace))
+    return {**{k: v / calls for k, v in us.items()}, "kernels": kernels / calls}
+
+
 def timed(fn, device, budget_s: float) -> dict:
     t = time_call(fn, device, budget_s=budget_s, agree=max_over_ranks)
     return {"ms": max_over_ranks(t.median_ms), "p10_ms": max_over_ranks(t.p10_ms), "p90_ms": max_over_ranks(t.p90_ms),
             "median_ci_pct": max_over_ranks(t.median_ci_pct), "samples": t.samples, "timer": t.timer}
 
 
-def measure(device, quick: bool, budget_s: float, log) -> dict:
+def measure(device, quick: bool, budget_s: float, log, profile: bool = False, traces: Path | None = None) -> dict:
     w = tp.workload(SEED, device, quick)
     cfg = w.inputs["cfg"]
     calls = {"step_nccl": tp.tp_step(w, "dist")}
@@ -87,10 +116,23 @@ def measure(device, quick: bool, budget_s: float, log) -> dict:
         verdict = verify_outputs([reference], [calls["step_symm"]().detach().clone()], precision)
         if max_over_ranks(0.0 if verdict.ok else 1.0):
             raise RuntimeError(f"step_symm differs from step_nccl: {verdict.message}")
+    accuracy = {}
+    if precision == "bf16":  # how far bf16 is from fp32, sharded or not (the pair checks against one process in bf16)
+        one = tp.one_process_step(SEED, device, torch.bfloat16, quick)
+        fp32 = tp.one_process_step(SEED, device, torch.bfloat16, quick, compute_dtype=torch.float32)
+        for name, ref, out in (("step_nccl against one process, bf16", one, reference),
+                               ("step_nccl against one process, fp32", fp32, reference),
+                               ("one process bf16 against fp32", fp32, one)):
+            accuracy[name] = verify_outputs([ref], [out], precision, allowed_dtypes=(torch.bfloat16,)).message
+        del one, fp32
     rows = {}
     for name, fn in calls.items():
         log(f"  timing {name}")
         rows[name] = timed(fn, device, budget_s)
+    if profile and device.type == "cuda":  # after timing, so that no profiler runs beside the rounds
+        for name, fn in calls.items():  # every rank makes the calls (they hold collectives); rank 0 keeps traces
+            log(f"  profiling {name}")
+            rows[name]["profile"] = kernel_time(fn, trace=traces / f"{name}.trace.json" if traces else None)
     n_ar = 2 * cfg.n_layers
     compute = rows["compute_only"]["ms"]
     for kind in ("nccl", "symm"):
@@ -108,7 +150,7 @@ def measure(device, quick: bool, budget_s: float, log) -> dict:
            "backend": dist.get_backend() + (" " + ".".join(map(str, torch.cuda.nccl.version()))
                                             if device.type == "cuda" else ""),
            "checked": "step_symm against step_nccl: " + (verdict.message if "step_symm" in calls else "not run (CPU)"),
-           "rows": rows}
+           "accuracy": accuracy, "rows": rows}
     if "step_symm" in rows:
         out["speedup_symm_over_nccl"] = rows["step_nccl"]["ms"] / rows["step_symm"]["ms"]
     return out
@@ -118,13 +160,24 @@ def markdown(r: dict) -> str:
     lines = [f"# Tensor-parallel decode step on {r['world_size']} x {r['device']}: where the time goes", "",
              f"{r['config']}, context {r['context']}, {r['allreduces_per_step']} all-reduces of {r['message_bytes']} "
              f"bytes per step; torch {r['torch']}, {r['backend']}" + (" (--quick: not results)" if r["quick"] else ""),
-             "", f"Checked: {r['checked']}.", "",
+             "", f"Checked: {r['checked']}.", ""] + ([f"- {k}: {v}" for k, v in r["accuracy"].items()] + [""]
+                                                        if r["accuracy"] else []) + [
              "| call | ms (slowest rank's median) | p10-p90 | all-reduce share | per all-reduce |",
              "| --- | ---: | --- | ---: | ---: |"]
     for name, row in r["rows"].items():
         share = f"{100 * row['allreduce_share']:.1f}%" if "allreduce_share" in row else ""
         per = f"{row['per_allreduce_us']:.2f} µs" if "per_allreduce_us" in row else ""
         lines.append(f"| {name} | {row['ms']:.4f} | {row['p10_ms']:.4f}-{row['p90_ms']:.4f} | {share} | {per} |")
+    profiled = {name: row["profile"] for name, row in r["rows"].items() if "profile" in row}
+    if profiled:
+        lines += ["", f"Kernels per call on rank 0 (torch.profiler, {r['allreduces_per_step']} all-reduces a step; a "
+                  "kernel's time includes its wait for the other rank):", "",
+                  "| call | kernels | all-reduce kernels µs | copies µs | other kernels µs | all kernels µs | "
+                  "time not in a kernel µs |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for name, k in profiled.items():
+            busy = k["allreduce_us"] + k["copy_us"] + k["other_us"]
+            lines.append(f"| {name} | {k['kernels']:.0f} | {k['allreduce_us']:.1f} | {k['copy_us']:.1f} | "
+                         f"{k['other_us']:.1f} | {busy:.1f} | {r['rows'][name]['ms'] * 1e3 - busy:.1f} |")
     if "speedup_symm_over_nccl" in r:
         lines += ["", f"step_nccl / step_symm: {r['speedup_symm_over_nccl']:.3f}x"]
     lines += ["", "compute_only leaves out every all-reduce (its answer is wrong): the step's own kernels. A step's "
@@ -139,6 +192,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, metavar="S",
                     help=f"timing budget per call in seconds (default {BUDGET_S:g}, --quick {QUICK_BUDGET_S:g})")
     ap.add_argument("--output", type=Path, metavar="DIR", help="folder for breakdown.json and breakdown.md")
+    ap.add_argument("--profile", action="store_true", help="GPU: also each call's kernels by class (torch.profiler), "
+                    "after timing, and their traces (rank 0's) beside the report")
     a = ap.parse_args(argv)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world < 2:
@@ -156,13 +211,18 @@ def main(argv=None) -> int:
         device = torch.device("cpu")
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if rank == 0 else (lambda m: None)
+    traces = Path(tempfile.mkdtemp()) if a.profile and rank == 0 else None
     try:
-        report = measure(device, a.quick, a.budget or (QUICK_BUDGET_S if a.quick else BUDGET_S), log)
+        report = measure(device, a.quick, a.budget or (QUICK_BUDGET_S if a.quick else BUDGET_S), log, a.profile,
+                         traces)
     finally:
         dist.destroy_process_group()
     if rank == 0:
         folder = a.output or new_run_folder("ch16-tp-breakdown")
         folder.mkdir(parents=True, exist_ok=True)
+        for trace in sorted(traces.glob("*.json")) if traces else []:  # gzipped: Perfetto opens them as they are
+            with open(trace, "rb") as f, gzip.open(folder / (trace.name + ".gz"), "wb") as g:
+                shutil.copyfileobj(f, g)
         atomic_write_json(folder / "breakdown.json", report)
         text = markdown(report)
         (folder / "breakdown.md").write_text(text)
