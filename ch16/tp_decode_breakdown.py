@@ -26,6 +26,7 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -70,8 +71,10 @@ def allreduces_alone(w, allreduce: str):
 
 def kernel_time(fn, calls: int = 5, trace: Path | None = None) -> dict:
     """Per call, from torch.profiler (GPU only): the GPU time of the all-reduce kernels (NCCL's, the one-shot's),
-    of copies (memcpy, the one-shot's copy into its buffer) and of every other kernel, and the kernel count. A
-    kernel's time includes any wait for the other rank inside it. `trace`: also write the Chrome trace there."""
+    of copies (memcpy: the one-shot's copy into its buffer among them) and of every other kernel, and the kernel
+    count. An all-reduce kernel's time includes its wait for the other rank, and the first calls under a profiler
+    wait for the other rank's profiler to start (milliseconds): the all-reduce time is the median kernel's
+    times their number. `trace`: also write the Chrome trace there."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
     torch.cuda.synchronize()
@@ -79,19 +82,24 @@ def kernel_time(fn, calls: int = 5, trace: Path | None = None) -> dict:
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
-    us = {"allreduce_us": 0.0, "copy_us": 0.0, "other_us": 0.0}
-    kernels = 0
+    allreduce, copy_us, other_us, kernels = [], 0.0, 0.0, 0
     for e in prof.events():
         if e.device_type != DeviceType.CUDA:
             continue
-        name = e.name.lower()
-        kind = ("allreduce_us" if "nccl" in name or "all_reduce" in name or "allreduce" in name
-                else "copy_us" if name.startswith("memcpy") else "other_us")
-        us[kind] += e.time_range.elapsed_us()
+        name, us = e.name.lower(), e.time_range.elapsed_us()
         kernels += 1
+        if "nccl" in name or "all_reduce" in name or "allreduce" in name:
+            allreduce.append(us)
+        elif name.startswith("memcpy"):
+            copy_us += us
+        else:
+            other_us += us
     if trace is not None:
         prof.export_chrome_trace(str(trace))
-    return {**{k: v / calls for k, v in us.items()}, "kernels": kernels / calls}
+    median = statistics.median(allreduce) if allreduce else 0.0
+    return {"allreduce_kernels": len(allreduce) / calls, "allreduce_median_us": median,
+            "allreduce_us": median * len(allreduce) / calls, "copy_us": copy_us / calls, "other_us": other_us / calls,
+            "kernels": kernels / calls}
 
 
 def timed(fn, device, budget_s: float) -> dict:
@@ -170,14 +178,17 @@ def markdown(r: dict) -> str:
         lines.append(f"| {name} | {row['ms']:.4f} | {row['p10_ms']:.4f}-{row['p90_ms']:.4f} | {share} | {per} |")
     profiled = {name: row["profile"] for name, row in r["rows"].items() if "profile" in row}
     if profiled:
-        lines += ["", f"Kernels per call on rank 0 (torch.profiler, {r['allreduces_per_step']} all-reduces a step; a "
-                  "kernel's time includes its wait for the other rank):", "",
-                  "| call | kernels | all-reduce kernels µs | copies µs | other kernels µs | all kernels µs | "
-                  "time not in a kernel µs |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += ["", f"Kernels per call on rank 0 (torch.profiler, 5 calls; {r['allreduces_per_step']} all-reduces a "
+                  "step). All-reduce µs is the median all-reduce kernel times their number: a kernel's time includes "
+                  "its wait for the other rank.", "",
+                  "| call | kernels | all-reduce kernels | median all-reduce kernel µs | all-reduce µs | copies µs | "
+                  "other kernels µs | all kernels µs | not in a kernel µs |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for name, k in profiled.items():
             busy = k["allreduce_us"] + k["copy_us"] + k["other_us"]
-            lines.append(f"| {name} | {k['kernels']:.0f} | {k['allreduce_us']:.1f} | {k['copy_us']:.1f} | "
-                         f"{k['other_us']:.1f} | {busy:.1f} | {r['rows'][name]['ms'] * 1e3 - busy:.1f} |")
+            lines.append(f"| {name} | {k['kernels']:.0f} | {k['allreduce_kernels']:.0f} | {k['allreduce_median_us']:.2f} "
+                         f"| {k['allreduce_us']:.1f} | {k['copy_us']:.1f} | {k['other_us']:.1f} | {busy:.1f} | "
+                         f"{r['rows'][name]['ms'] * 1e3 - busy:.1f} |")
     if "speedup_symm_over_nccl" in r:
         lines += ["", f"step_nccl / step_symm: {r['speedup_symm_over_nccl']:.3f}x"]
     lines += ["", "compute_only leaves out every all-reduce (its answer is wrong): the step's own kernels. A step's "

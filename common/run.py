@@ -737,7 +737,8 @@ def main(spec_path: str) -> int:
             else f"{type(e).__name__}: {e}"
         result = {**stub, "status": "failed", "error": reason, "errors": [reason]}
     progress(result, None)
-    if spec.nproc > 1:
+    if spec.nproc > 1:  # first free the variants (cycles hold them): destroying a group while a CUDA graph that
+        gc.collect()    # captured its NCCL calls lives hangs (2 x H200, tp_decode; pytorch/pytorch#115388)
         dist.destroy_process_group()
     return 0 if result["status"] != "failed" else 1
 
