@@ -28,7 +28,7 @@ trap 'tar -czf "$out/ch16_h200x2.tar.gz" -C "$work" .; cat "$work"/logs/*.log > 
 nvidia-smi topo -m > "$work/logs/topo.txt" 2>&1
 $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version(),
 [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())])" > "$work/logs/versions.txt" 2>&1
-want pair && TAIL=40 step benchmark_tp_decode 240 $py benchmark.py --pair tp_decode --output "$work/tp_decode"
+want pair && TAIL=40 step benchmark_tp_decode 280 $py benchmark.py --pair tp_decode --timeout 200 --output "$work/tp_decode"
 cp profiles/peaks/cuda-*.json "$work/" 2>/dev/null
 want breakdown && TAIL=30 step breakdown 200 $py -m torch.distributed.run --standalone --nproc-per-node 2 \
   ch16/tp_decode_breakdown.py --profile --output "$work/breakdown"
