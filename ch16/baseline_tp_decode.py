@@ -18,13 +18,14 @@ latency, not the bandwidth, sets the step. A one-shot symmetric-memory all-reduc
 4 KiB) takes a few hundred µs off.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
+import contextlib
 import copy
 
 import torch
 import torch.distributed as dist
 
 from common import Workload
-from ch16.decode import MODEL_SEED, capture_graph
+from ch16.decode import MODEL_SEED, capture_graph, compile_like_eager
 from ch16.model import CONFIGS, KVCache, build_model, cast_model, decode_step, prefill, random_tokens
 from ch16.symmetric_memory_inference import ShardedModel, StaticKV, Transport, shard_model
 
@@ -115,17 +116,18 @@ def reference(seed: int, rank: int, world_size: int, quick: bool = False):
     return one_process_step(seed, torch.device("cpu"), torch.float32, quick)
 
 
-def tp_step(w: Workload, allreduce: str):
+def tp_step(w: Workload, allreduce: str, fused: bool = False):
     """The sharded step, graphed on a GPU; allreduce "dist" (NCCL/Gloo) or "symm" (one-shot, symmetric memory).
 
     "none" leaves out every all-reduce: each rank's partial sums stay unsummed, so its answer is wrong. It is
-    the time of the step's own kernels, for tp_decode_breakdown.py, and never a variant."""
+    the time of the step's own kernels, for tp_decode_breakdown.py, and never a variant. fused (GPUs): each
+    layer's pieces compiled by torch.compile, rounding as eager does (ShardedModel), for the same script."""
     device = w.inputs["token"].device
     world = dist.get_world_size() if dist.is_initialized() else 1
     cfg = w.inputs["cfg"]
     transport = Transport(device, symmetric=allreduce == "symm", allreduce="dist" if allreduce == "none" else allreduce)
     group = dist.group.WORLD if world > 1 and allreduce != "none" else None
-    model = ShardedModel(cfg, w.inputs["shard"], cfg.n_layers, world, group, transport, device)
+    model = ShardedModel(cfg, w.inputs["shard"], cfg.n_layers, world, group, transport, device, fused=fused)
     kv = StaticKV(w.inputs["k_cache"], w.inputs["v_cache"])
     token, pos = w.inputs["token"], w.inputs["input_pos"]
 
@@ -133,7 +135,8 @@ def tp_step(w: Workload, allreduce: str):
         return model.forward(token, pos, kv)[:, -1]
     if device.type != "cuda":
         return step
-    step()  # the symmetric all-reduce buffers are allocated (a collective) outside the capture
+    with compile_like_eager() if fused else contextlib.nullcontext():
+        step()  # outside the capture: the symmetric all-reduce buffers are allocated (a collective); fused: compiled
     replay = capture_graph(step)
     replay.keepalive = transport
     return replay

@@ -222,41 +222,69 @@ class StaticKV:
 
 
 # ---------------------------------------------------------------------------------- a sharded model
+def rms(x, weight, eps: float):
+    """As model.RMSNorm, so that the numerics match the single-process model."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x) * weight
+
+
+def qkv(x, norm, wq, wk, wv, cos, sin, heads: int, kv_heads: int, hd: int, eps: float):
+    """A layer's start: its norm, this rank's query, key and value heads, and the rotary embedding."""
+    B, T, _ = x.shape
+    h = rms(x, norm, eps)
+    q = F.linear(h, wq).view(B, T, heads, hd).transpose(1, 2)
+    k = F.linear(h, wk).view(B, T, kv_heads, hd).transpose(1, 2)
+    v = F.linear(h, wv).view(B, T, kv_heads, hd).transpose(1, 2)
+    return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+
+def attention_out(q, K, V, pos, wo):
+    """Attention over the cache, then this rank's rows of the output projection: a partial sum."""
+    B, _, T, _ = q.shape
+    o = attend(q, K, V, pos, torch.arange(K.shape[2], device=q.device))
+    return F.linear(o.transpose(1, 2).reshape(B, T, -1), wo)
+
+
+def mlp(x, norm, w1, w3, w2, eps: float):
+    """The norm and this rank's share of the SwiGLU MLP: a partial sum."""
+    h = rms(x, norm, eps)
+    return F.linear(F.silu(F.linear(h, w1)) * F.linear(h, w3), w2)
+
+
 class ShardedModel:
-    """A model's tensor-parallel shard on this rank: forward over a paged KV cache."""
+    """A model's tensor-parallel shard on this rank: forward over a paged KV cache.
+
+    A layer is three pieces between its two all-reduces (qkv, attention_out, mlp). fused=True compiles each
+    piece with torch.compile (Inductor fuses the norms, the rotary embedding, the softmax and SiLU x up into
+    a few kernels; GPUs only), keeping the all-reduces and the cache writes outside the compiled code, so the
+    step can still be captured in a CUDA graph by hand (tp_decode_breakdown.py's fused rows)."""
 
     def __init__(self, cfg: Config, weights: dict[str, torch.Tensor], n_layers: int, tp: int, group,
-                 transport: Transport, device):
+                 transport: Transport, device, fused: bool = False):
         self.cfg, self.w, self.n_layers, self.tp, self.group, self.t = cfg, weights, n_layers, tp, group, transport
         self.heads, self.kv_heads = cfg.n_heads // tp, cfg.n_kv_heads // tp
         cos, sin = rope_tables(cfg, device)
         self.cos, self.sin = cos, sin
-
-    def rms(self, x, weight):  # as model.RMSNorm, so the numerics match the single-process model
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.cfg.norm_eps)).type_as(x) * weight
+        pieces = (qkv, attention_out, mlp)
+        if fused:
+            pieces = tuple(torch.compile(f, fullgraph=True, dynamic=False) for f in pieces)
+        self.qkv, self.attention_out, self.mlp = pieces
 
     @torch.no_grad()
     def forward(self, tokens, pos, kv: PagedKV | StaticKV, req: int | None = None):
         """tokens (B, T) at positions pos (T,) -> logits (B, T, vocab), every rank of the group."""
-        w, hd = self.w, self.cfg.head_dim
-        B, T = tokens.shape
+        w, hd, eps = self.w, self.cfg.head_dim, self.cfg.norm_eps
         x = F.embedding(tokens, w["emb"])
         cos, sin = self.cos[pos], self.sin[pos]
         for i in range(self.n_layers):
-            h = self.rms(x, w[f"{i}.attention_norm"])
-            q = F.linear(h, w[f"{i}.wq"]).view(B, T, self.heads, hd).transpose(1, 2)
-            k = F.linear(h, w[f"{i}.wk"]).view(B, T, self.kv_heads, hd).transpose(1, 2)
-            v = F.linear(h, w[f"{i}.wv"]).view(B, T, self.kv_heads, hd).transpose(1, 2)
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            q, k, v = self.qkv(x, w[f"{i}.attention_norm"], w[f"{i}.wq"], w[f"{i}.wk"], w[f"{i}.wv"], cos, sin,
+                               self.heads, self.kv_heads, hd, eps)
             kv.write(i, req, pos, k, v)
             K, V = kv.read(i, req)
-            o = attend(q, K, V, pos, torch.arange(K.shape[2], device=tokens.device))
-            x = x + self.t.all_reduce(F.linear(o.transpose(1, 2).reshape(B, T, -1), w[f"{i}.wo"]), self.group)
-            h = self.rms(x, w[f"{i}.ffn_norm"])
-            x = x + self.t.all_reduce(F.linear(F.silu(F.linear(h, w[f"{i}.w1"])) * F.linear(h, w[f"{i}.w3"]),
-                                               w[f"{i}.w2"]), self.group)
-        return F.linear(self.rms(x, w["norm"]), w["output"])
+            x = x + self.t.all_reduce(self.attention_out(q, K, V, pos, w[f"{i}.wo"]), self.group)
+            x = x + self.t.all_reduce(self.mlp(x, w[f"{i}.ffn_norm"], w[f"{i}.w1"], w[f"{i}.w3"], w[f"{i}.w2"], eps),
+                                      self.group)
+        return F.linear(rms(x, w["norm"], eps), w["output"])
 
 
 # ---------------------------------------------------------------------------------- the server

@@ -12,6 +12,9 @@ The tp_decode pair (baseline_tp_decode.py) times the whole step. This script tak
                     answer is wrong. It is timed, never verified: the time of the step's own kernels
     allreduce_nccl  the step's 2 x n_layers all-reduces of one (1, 1, dim) message, alone, graphed as the step is
     allreduce_symm  the same with the one-shot all-reduce (its copy into the symmetric buffer included, as in the step)
+With --fused (GPUs), the three steps again with each layer's pieces compiled by torch.compile (step_nccl_fused,
+step_symm_fused, compute_only_fused; ShardedModel(fused=True)): what the all-reduces cost once the step has
+fewer kernels. A fused step that fails its check is reported and not timed.
 The two steps are first checked against each other (the same logits within the bf16 tolerance; the pair checks
 each against one process). Derived: a step's all-reduce share = (step - compute_only) / step, the same gap per
 all-reduce, and the all-reduce alone per call. Timing is the harness's (common.timing.time_call): every rank
@@ -108,7 +111,8 @@ def timed(fn, device, budget_s: float) -> dict:
             "median_ci_pct": max_over_ranks(t.median_ci_pct), "samples": t.samples, "timer": t.timer}
 
 
-def measure(device, quick: bool, budget_s: float, log, profile: bool = False, traces: Path | None = None) -> dict:
+def measure(device, quick: bool, budget_s: float, log, profile: bool = False, traces: Path | None = None,
+            fused: bool = False) -> dict:
     w = tp.workload(SEED, device, quick)
     cfg = w.inputs["cfg"]
     calls = {"step_nccl": tp.tp_step(w, "dist")}
@@ -118,19 +122,36 @@ def measure(device, quick: bool, budget_s: float, log, profile: bool = False, tr
     calls["allreduce_nccl"] = allreduces_alone(w, "dist")
     if device.type == "cuda":
         calls["allreduce_symm"] = allreduces_alone(w, "symm")
+        if fused:  # the same three steps with each layer's pieces compiled (ShardedModel(fused=True))
+            log("  compiling the fused steps")
+            for name, allreduce in (("step_nccl_fused", "dist"), ("step_symm_fused", "symm"),
+                                    ("compute_only_fused", "none")):
+                calls[name] = tp.tp_step(w, allreduce, fused=True)
     precision = "bf16" if w.inputs["k_cache"].dtype == torch.bfloat16 else "fp32"
     reference = calls["step_nccl"]().detach().clone()
-    if "step_symm" in calls:  # both steps write the same KV position before they read it: same inputs, same answer
-        verdict = verify_outputs([reference], [calls["step_symm"]().detach().clone()], precision)
-        if max_over_ranks(0.0 if verdict.ok else 1.0):
-            raise RuntimeError(f"step_symm differs from step_nccl: {verdict.message}")
+    checked = {}  # every step writes the same KV position before it reads it: same inputs, the same answer
+    for name in [n for n in calls if n.startswith("step_") and n != "step_nccl"]:
+        if name not in calls:  # a fused step dropped with the first fused failure
+            continue
+        verdict = verify_outputs([reference], [calls[name]().detach().clone()], precision)
+        checked[name] = verdict.message
+        if max_over_ranks(0.0 if verdict.ok else 1.0) == 0.0:
+            continue
+        if not name.endswith("_fused"):
+            raise RuntimeError(f"{name} differs from step_nccl: {verdict.message}")
+        checked[name] = "FAILED, not timed: " + verdict.message   # the fused steps fail alone
+        for fused_name in [n for n in calls if n.endswith("_fused")]:
+            del calls[fused_name]
     accuracy = {}
     if precision == "bf16":  # how far bf16 is from fp32, sharded or not (the pair checks against one process in bf16)
         one = tp.one_process_step(SEED, device, torch.bfloat16, quick)
         fp32 = tp.one_process_step(SEED, device, torch.bfloat16, quick, compute_dtype=torch.float32)
-        for name, ref, out in (("step_nccl against one process, bf16", one, reference),
-                               ("step_nccl against one process, fp32", fp32, reference),
-                               ("one process bf16 against fp32", fp32, one)):
+        pairs = [("step_nccl against one process, bf16", one, reference),
+                 ("step_nccl against one process, fp32", fp32, reference),
+                 ("one process bf16 against fp32", fp32, one)]
+        if "step_nccl_fused" in calls:
+            pairs.append(("step_nccl_fused against one process, fp32", fp32, calls["step_nccl_fused"]().detach().clone()))
+        for name, ref, out in pairs:
             accuracy[name] = verify_outputs([ref], [out], precision, allowed_dtypes=(torch.bfloat16,)).message
         del one, fp32
     rows = {}
@@ -142,25 +163,29 @@ def measure(device, quick: bool, budget_s: float, log, profile: bool = False, tr
             log(f"  profiling {name}")
             rows[name]["profile"] = kernel_time(fn, trace=traces / f"{name}.trace.json" if traces else None)
     n_ar = 2 * cfg.n_layers
-    compute = rows["compute_only"]["ms"]
+    for suffix in ("", "_fused"):
+        for kind in ("nccl", "symm"):
+            if f"step_{kind}{suffix}" not in rows:
+                continue
+            step = rows[f"step_{kind}{suffix}"]
+            step["allreduce_ms"] = step["ms"] - rows[f"compute_only{suffix}"]["ms"]
+            step["allreduce_share"] = step["allreduce_ms"] / step["ms"]
+            step["per_allreduce_us"] = step["allreduce_ms"] * 1e3 / n_ar
     for kind in ("nccl", "symm"):
-        if f"step_{kind}" not in rows:
-            continue
-        step = rows[f"step_{kind}"]
-        step["allreduce_ms"] = step["ms"] - compute
-        step["allreduce_share"] = step["allreduce_ms"] / step["ms"]
-        step["per_allreduce_us"] = step["allreduce_ms"] * 1e3 / n_ar
-        rows[f"allreduce_{kind}"]["per_allreduce_us"] = rows[f"allreduce_{kind}"]["ms"] * 1e3 / n_ar
+        if f"allreduce_{kind}" in rows:
+            rows[f"allreduce_{kind}"]["per_allreduce_us"] = rows[f"allreduce_{kind}"]["ms"] * 1e3 / n_ar
     out = {"world_size": dist.get_world_size(), "device": torch.cuda.get_device_name(device) if device.type == "cuda"
            else "cpu", "config": tp.sizes(device, quick)[0], "context": tp.sizes(device, quick)[1],
            "allreduces_per_step": n_ar, "message_bytes": cfg.dim * w.inputs["k_cache"].element_size(),
            "quick": quick, "budget_s": budget_s, "torch": torch.__version__,
            "backend": dist.get_backend() + (" " + ".".join(map(str, torch.cuda.nccl.version()))
                                             if device.type == "cuda" else ""),
-           "checked": "step_symm against step_nccl: " + (verdict.message if "step_symm" in calls else "not run (CPU)"),
+           "checked": "; ".join(f"{n} against step_nccl: {m}" for n, m in checked.items()) or "one step (CPU)",
            "accuracy": accuracy, "rows": rows}
     if "step_symm" in rows:
         out["speedup_symm_over_nccl"] = rows["step_nccl"]["ms"] / rows["step_symm"]["ms"]
+    if "step_symm_fused" in rows:
+        out["speedup_symm_over_nccl_fused"] = rows["step_nccl_fused"]["ms"] / rows["step_symm_fused"]["ms"]
     return out
 
 
@@ -191,6 +216,8 @@ def markdown(r: dict) -> str:
                          f"{r['rows'][name]['ms'] * 1e3 - busy:.1f} |")
     if "speedup_symm_over_nccl" in r:
         lines += ["", f"step_nccl / step_symm: {r['speedup_symm_over_nccl']:.3f}x"]
+    if "speedup_symm_over_nccl_fused" in r:
+        lines += ["", f"step_nccl_fused / step_symm_fused: {r['speedup_symm_over_nccl_fused']:.3f}x"]
     lines += ["", "compute_only leaves out every all-reduce (its answer is wrong): the step's own kernels. A step's "
               "all-reduce share is (step - compute_only) / step; per all-reduce, that gap over the "
               f"{r['allreduces_per_step']} all-reduces. The allreduce_* rows are the same all-reduces alone."]
@@ -203,6 +230,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, metavar="S",
                     help=f"timing budget per call in seconds (default {BUDGET_S:g}, --quick {QUICK_BUDGET_S:g})")
     ap.add_argument("--output", type=Path, metavar="DIR", help="folder for breakdown.json and breakdown.md")
+    ap.add_argument("--fused", action="store_true", help="GPU: also the steps with each layer's pieces compiled "
+                    "by torch.compile (what the all-reduce costs once the step has fewer kernels)")
     ap.add_argument("--profile", action="store_true", help="GPU: also each call's kernels by class (torch.profiler), "
                     "after timing, and their traces (rank 0's) beside the report")
     a = ap.parse_args(argv)
@@ -225,7 +254,7 @@ def main(argv=None) -> int:
     traces = Path(tempfile.mkdtemp()) if a.profile and rank == 0 else None
     try:
         report = measure(device, a.quick, a.budget or (QUICK_BUDGET_S if a.quick else BUDGET_S), log, a.profile,
-                         traces)
+                         traces, a.fused)
     finally:
         dist.destroy_process_group()
     if rank == 0:

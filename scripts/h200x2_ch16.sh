@@ -31,7 +31,7 @@ $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cu
 want pair && TAIL=40 step benchmark_tp_decode 280 $py benchmark.py --pair tp_decode --timeout 200 --output "$work/tp_decode"
 cp profiles/peaks/cuda-*.json "$work/" 2>/dev/null
 want breakdown && TAIL=30 step breakdown 200 $py -m torch.distributed.run --standalone --nproc-per-node 2 \
-  ch16/tp_decode_breakdown.py --profile --output "$work/breakdown"
+  ch16/tp_decode_breakdown.py --profile --fused --output "$work/breakdown"
 want server && for mode in "" "--allreduce dist" "--no-symmetric"; do
   tag=$(echo "${mode:-symm}" | tr -d ' -')
   # $mode unquoted on purpose: it is zero, one or two words
