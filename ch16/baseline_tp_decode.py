@@ -12,10 +12,11 @@ single-process reference), then each rank keeps its shard.
 The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
 the pair runs and verifies, and their times are not results.
 
-Bound: memory per rank, plus the all-reduces' latency. Napkin math (H200, 4.8 TB/s): 0.85 GB of
-weights per rank ≈ 0.18 ms; 32 NCCL all-reduces at ~15-20 µs each ≈ 0.5-0.6 ms: the all-reduce
-latency, not the bandwidth, sets the step. A one-shot symmetric-memory all-reduce (~8-12 µs for
-4 KiB) takes a few hundred µs off.
+Bound: memory per rank, plus the all-reduces' latency. Napkin math (H200): each rank reads 0.87 GB a
+token (half the layers, the whole output head, half the KV), 0.205 ms at the measured 4255 GB/s; 32
+all-reduces at NCCL's ~15-20 µs would be 0.5-0.6 ms, so the prediction was that latency sets the step.
+Measured on 2 H200s (profiles/h200x2/ch16-6a47edb, tp_decode_breakdown.py): 2.542 ms a token, 8% of the
+copy rate. The step's own 892 kernels take 2.27 ms of it; its 32 all-reduces add 8.3 µs each (10.5%).
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import contextlib
