@@ -3,31 +3,30 @@ settings that might have helped (a high-priority stream, fewer NCCL blocks), sid
 
     torchrun --nproc_per_node=2 scripts/ch4_overlap_probe.py [fsdp] [overlap] [pipe]
 
-A probe, not a benchmark: each line is the slowest rank's median of 40 single calls (CUDA events,
-after a barrier), with no verification but one equality check of the copy-engine gather. Its output
-on 2 H200s is in profiles/h200x2/ch4-80dc133/probe/.
+A probe, not a benchmark: no verification but one equality check of the copy-engine gather. Each line is
+timed as the pairs are (common.timing.time_call: warm-up until the per-call time settles, then samples of
+back-to-back calls in rounds, every rank taking each decision together) and is the slowest rank's median,
+with its p10-p90. Its output on 2 H200s is in profiles/h200x2/ch4-80dc133/probe/ (the runs at 563f64e and
+80dc133 timed single calls after a barrier instead; the later run says what changed).
 """
-import os, sys, statistics, pathlib  # noqa: E401
+import os, sys, pathlib  # noqa: E401
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import torch, torch.distributed as dist  # noqa: E401
 if "RANK" not in os.environ or torch.cuda.device_count() < 2:
     print("error: needs 2 CUDA GPUs, under torchrun --nproc_per_node=2 (see this file's docstring)", file=sys.stderr)
     sys.exit(2)
 import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
+from common.timing import max_over_ranks, time_call  # noqa: E402
 dist.init_process_group("nccl")
 r, n = dist.get_rank(), dist.get_world_size()
 dev = torch.device("cuda", r); torch.cuda.set_device(dev)
 peer = 1 - r
 
-def timeit(name, fn, iters=40, warm=5):
-    for _ in range(warm): fn()
-    torch.cuda.synchronize(); ts = []
-    for _ in range(iters):
-        dist.barrier(); torch.cuda.synchronize()
-        a, b = torch.cuda.Event(True), torch.cuda.Event(True)
-        a.record(); fn(); b.record(); b.synchronize(); ts.append(a.elapsed_time(b))
-    t = torch.tensor([statistics.median(ts)], device=dev); dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    if r == 0: print(f"{name:50s} {t.item():8.4f} ms  (p10 {sorted(ts)[len(ts)//10]:.4f})", flush=True)
+def timeit(name, fn, budget_s=1.0):
+    t = time_call(fn, dev, budget_s=budget_s, agree=max_over_ranks)
+    ms, p10, p90 = (max_over_ranks(x) for x in (t.median_ms, t.p10_ms, t.p90_ms))
+    if r == 0: print(f"{name:50s} {ms:8.4f} ms  (p10 {p10:.4f}, p90 {p90:.4f}, n={t.samples}x{t.calls_per_sample})",
+                     flush=True)
 
 def group(prio=False, max_ctas=None):
     o = dist.ProcessGroupNCCL.Options(); o.is_high_priority_stream = prio
