@@ -9,9 +9,9 @@ bucket, instead of their sum. This is what DDP's reducer does in C++.
 Buckets fill in the order backward produces gradients, the same on every rank, so every rank
 launches the same collectives in the same order (NCCL requires it).
 
-A pitfall on 2 H200s: slower than the baseline, 0.77x (ch4/README.md has the figures). Timed alone,
-forward and backward take 1.82 ms and the all-reduces 0.68 ms; the hooked step took about their sum
-(scripts/ch4_overlap_probe.py). Our reading, not measured directly: NCCL's all-reduce is a kernel that
+A pitfall on 2 H200s: slower than the baseline, 0.77x (ch4/README.md has the figures). Timed alone as the
+pairs are, forward and backward take 1.75 ms and the all-reduces 0.61 ms; the hooked step takes 3.04 ms, more
+than their sum (scripts/ch4_overlap_probe.py, profiles/h200x2/ch4-80dc133/probe). Our reading, not measured directly: NCCL's all-reduce is a kernel that
 needs SMs, backward's GEMMs keep them busy, and the two take turns. A high-priority NCCL stream or fewer
 NCCL blocks did not help, and an eager variant that moved the bytes with a copy engine (symmetric
 memory) measured 0.71x: it is not kept.
