@@ -25,7 +25,8 @@ def stage_times(pair: Pair, w: Workload, device: torch.device, agree) -> dict | 
     if stages is None:
         return None
     chunks, fns = stages(w)
-    ms = {name: time_call(fn, device, budget_s=0.5, agree=agree).median_ms for name, fn in fns.items()}
+    # the slowest rank's stage: in a pipeline each rank runs its own (pipeline_handoff's rank 1 adds its loss)
+    ms = {name: agree(time_call(fn, device, budget_s=0.5, agree=agree).median_ms) for name, fn in fns.items()}
     total = sum(ms.values())
     return {"chunks": chunks, "stage_ms": ms, "serial_ms": chunks * total,
             "ideal_ms": (chunks - 1) * max(ms.values()) + total}
