@@ -25,8 +25,9 @@ optional, in the baseline
                                a size counts, "dtype" lists the dtypes it takes
     stages(w) -> (chunks, {name: call})
                                for a pipeline (copy in, compute, copy out): the chunk count and each
-                               stage of one chunk, timed alone to place each variant between serial
-                               and ideal overlap (common.overlap)
+                               stage of one chunk (all its rank does per chunk; with several ranks the
+                               slowest rank's), timed alone to place each variant between serial and
+                               ideal overlap (common.overlap)
 
 optimized_<name>*.py defines
     prepare(w) -> callable   same signature, same output, faster
