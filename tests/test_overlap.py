@@ -58,3 +58,19 @@ def test_every_time_gives_a_share_in_range_or_a_reason():
                 assert note, (st, median_ms)
             inside = st["ideal_ms"] <= median_ms <= st["serial_ms"]
             assert (note is None) == inside, (st, median_ms, note)
+
+
+def test_each_stage_is_the_slowest_ranks_time(monkeypatch):
+    """With several ranks every stage time goes through `agree` (the max over ranks): in a pipeline each rank
+    runs its own stage, and rank 0, which writes the report, may run the shorter one (pipeline_handoff's rank 1
+    also computes its loss). Here each stage takes 1 ms on this rank and `agree` stands for another rank whose
+    stages took 5 ms; the timer is stubbed, since `agree` also takes its decisions."""
+    import types
+
+    import common.overlap as overlap
+    monkeypatch.setattr(overlap, "time_call", lambda fn, device, budget_s, agree: types.SimpleNamespace(median_ms=1.0))
+    module = types.SimpleNamespace(stages=lambda w: (4, {"copy": lambda: None, "compute": lambda: None}))
+    pair = types.SimpleNamespace(baseline=types.SimpleNamespace(module=module))
+    st = overlap.stage_times(pair, None, "cpu", agree=lambda t: max(t, 5.0))
+    assert st["stage_ms"] == {"copy": 5.0, "compute": 5.0}
+    assert st["serial_ms"] == 4 * 10.0 and st["ideal_ms"] == 3 * 5.0 + 10.0
