@@ -16,7 +16,8 @@ Bound: memory per rank, plus the all-reduces' latency. Napkin math (H200): each 
 token (half the layers, the whole output head, half the KV), 0.205 ms at the measured 4255 GB/s; 32
 all-reduces at NCCL's ~15-20 µs would be 0.5-0.6 ms, so the prediction was that latency sets the step.
 Measured on 2 H200s (profiles/h200x2/ch16-6a47edb, tp_decode_breakdown.py): 2.542 ms a token, 8% of the
-copy rate. The step's own 892 kernels take 2.27 ms of it; its 32 all-reduces add 8.3 µs each (10.5%).
+copy rate. The step without its all-reduces (892 kernels) takes 2.27 ms; its 32 all-reduces add 8.3 µs each
+(10.5% of the step).
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import contextlib
@@ -41,8 +42,8 @@ def sizes(device, quick: bool) -> tuple[str, int]:
 
 
 def full_model(cfg_name: str, dtype, device):
-    """The whole model, drawn on the CPU (so every rank and the reference draw the same weights), in `dtype`
-    on `device`. The reference (device "cpu", fp32) computes with the bf16-rounded weights where the ranks use bf16."""
+    """The whole model, drawn on the CPU in fp32 (so every rank and the reference draw the same weights), then
+    cast to `dtype` and moved to `device`. Cached per process: workload() and reference() share it."""
     key = (cfg_name, dtype, str(device))
     if key not in _full:
         model = build_model(CONFIGS[cfg_name], MODEL_SEED, "cpu", torch.float32)
@@ -93,7 +94,7 @@ def one_process_step(seed: int, device, dtype, quick: bool = False, compute_dtyp
     """The same step in one process, the whole model on `device`: the logits (1, vocab). The weights are the
     pair's (`dtype`, drawn as workload() draws them); `compute_dtype` casts a copy of them up first (fp32: an
     accuracy reference for the bf16 step, what tp_decode_breakdown.py reports beside the check)."""
-    cfg_name, context = sizes("cuda" if torch.cuda.is_available() else "cpu", quick)
+    cfg_name, context = sizes(device, quick)
     model = full_model(cfg_name, dtype, device)
     if compute_dtype not in (None, dtype):
         model = cast_model(copy.deepcopy(model), dtype=compute_dtype)
@@ -106,13 +107,14 @@ def one_process_step(seed: int, device, dtype, quick: bool = False, compute_dtyp
 
 def reference(seed: int, rank: int, world_size: int, quick: bool = False):
     """The logits of the same step in one process, in the pair's precision: the whole model on this rank's GPU
-    in bf16 (on CPUs, fp32). Every rank returns the whole logits.
+    in bf16 where the pair runs on GPUs (NCCL), in fp32 on the CPU where it runs on CPUs (Gloo, also on a
+    machine with GPUs). Every rank returns the whole logits.
 
     Not the fp32 step: at the GPU size a bf16 decode step is itself about 1e-2 off the fp32 step of the same
     weights (the one-GPU eager step 1.06e-2 on the H100, ch16/optimized_decode_graph_compile.py), at the bf16
     tolerance, and the sharded step, checked against fp32, FAILED at 1.10e-2 (2 x H200, 21543d0).
     tp_decode_breakdown.py reports all three distances."""
-    if torch.cuda.is_available():
+    if dist.is_initialized() and dist.get_backend() == "nccl":
         return one_process_step(seed, torch.device("cuda", torch.cuda.current_device()), torch.bfloat16, quick)
     return one_process_step(seed, torch.device("cpu"), torch.float32, quick)
 

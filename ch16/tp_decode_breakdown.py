@@ -26,6 +26,7 @@ unless already set): no multimem operation is called.
 """
 from __future__ import annotations
 
+import gc
 import gzip
 import os
 import shutil
@@ -34,8 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-for _k, _v in {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}.items():
-    os.environ.setdefault(_k, _v)
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
@@ -129,6 +129,9 @@ def measure(device, quick: bool, budget_s: float, log, profile: bool = False, tr
                 calls[name] = tp.tp_step(w, allreduce, fused=True)
     precision = "bf16" if w.inputs["k_cache"].dtype == torch.bfloat16 else "fp32"
     reference = calls["step_nccl"]().detach().clone()
+    # The check's negative control: the step without all-reduces must fail it (each rank's partial sums only).
+    control = verify_outputs([reference], [calls["compute_only"]().detach().clone()], precision)
+    control_failed = max_over_ranks(0.0 if control.ok else 1.0) == 1.0
     checked = {}  # every step writes the same KV position before it reads it: same inputs, the same answer
     for name in [n for n in calls if n.startswith("step_") and n != "step_nccl"]:
         if name not in calls:  # a fused step dropped with the first fused failure
@@ -181,6 +184,8 @@ def measure(device, quick: bool, budget_s: float, log, profile: bool = False, tr
            "backend": dist.get_backend() + (" " + ".".join(map(str, torch.cuda.nccl.version()))
                                             if device.type == "cuda" else ""),
            "checked": "; ".join(f"{n} against step_nccl: {m}" for n, m in checked.items()) or "one step (CPU)",
+           "control": ("compute_only against step_nccl, which must fail: "
+                       + ("failed, " if control_failed else "PASSED, so the check cannot tell: ") + control.message),
            "accuracy": accuracy, "rows": rows}
     if "step_symm" in rows:
         out["speedup_symm_over_nccl"] = rows["step_nccl"]["ms"] / rows["step_symm"]["ms"]
@@ -193,7 +198,7 @@ def markdown(r: dict) -> str:
     lines = [f"# Tensor-parallel decode step on {r['world_size']} x {r['device']}: where the time goes", "",
              f"{r['config']}, context {r['context']}, {r['allreduces_per_step']} all-reduces of {r['message_bytes']} "
              f"bytes per step; torch {r['torch']}, {r['backend']}" + (" (--quick: not results)" if r["quick"] else ""),
-             "", f"Checked: {r['checked']}.", ""] + ([f"- {k}: {v}" for k, v in r["accuracy"].items()] + [""]
+             "", f"Checked: {r['checked']}.", "", f"Negative control: {r['control']}.", ""] + ([f"- {k}: {v}" for k, v in r["accuracy"].items()] + [""]
                                                         if r["accuracy"] else []) + [
              "| call | ms (slowest rank's median) | p10-p90 | all-reduce share | per all-reduce |",
              "| --- | ---: | --- | ---: | ---: |"]
@@ -249,20 +254,33 @@ def main(argv=None) -> int:
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
+    for k, v in MULTICAST_OFF.items():
+        os.environ.setdefault(k, v)
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if rank == 0 else (lambda m: None)
     traces = Path(tempfile.mkdtemp()) if a.profile and rank == 0 else None
+    report = error = None
     try:
         report = measure(device, a.quick, a.budget or (QUICK_BUDGET_S if a.quick else BUDGET_S), log, a.profile,
                          traces, a.fused)
-    finally:
-        dist.destroy_process_group()
+    except Exception as e:  # noqa: BLE001 - one line, after the group is gone; no report
+        error = f"{type(e).__name__}: {e}"
+    gc.collect()  # first free the CUDA graphs that captured NCCL calls: destroying the group under them hangs
+    dist.destroy_process_group()
+    if error:
+        if rank == 0:
+            print(f"error: {error}", file=sys.stderr)
+        if traces:
+            shutil.rmtree(traces, ignore_errors=True)
+        return 1
     if rank == 0:
         folder = a.output or new_run_folder("ch16-tp-breakdown")
         folder.mkdir(parents=True, exist_ok=True)
         for trace in sorted(traces.glob("*.json")) if traces else []:  # gzipped: Perfetto opens them as they are
             with open(trace, "rb") as f, gzip.open(folder / (trace.name + ".gz"), "wb") as g:
                 shutil.copyfileobj(f, g)
+        if traces:
+            shutil.rmtree(traces, ignore_errors=True)
         atomic_write_json(folder / "breakdown.json", report)
         text = markdown(report)
         (folder / "breakdown.md").write_text(text)

@@ -11,7 +11,7 @@ A pitfall on 2 H200s: it gained nothing, 0.99x in three runs (ch4/README.md has 
 reading, not measured directly: NCCL's all-gather is a kernel that needs SMs, the matmul keeps them
 busy, and the two take turns whatever the streams allow. A high-priority NCCL stream read 1.0738 against
 1.0682 ms in the probe's first run and 1.0428 against 1.1441 ms timed as the pairs are, with the widest spread
-of the probe's rows (scripts/ch4_overlap_probe.py, profiles/h200x2/ch4-80dc133/probe): not a clear gain.
+of the probe's fsdp rows (scripts/ch4_overlap_probe.py, profiles/h200x2/ch4-80dc133/probe): not a clear gain.
 optimized_fsdp_prefetch_copy_engine.py moves the bytes with a copy engine instead.
 
 Prepared once: the two gather buffers. Per call: the batch, and every layer's all-gather.

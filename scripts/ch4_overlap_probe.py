@@ -131,6 +131,8 @@ if "pipe" in part:
     from ch4.baseline_pipeline_handoff import make_inputs, stage
     inp = make_inputs(0, r, dev, False); wt = inp["w"]; data = inp["x" if r == 0 else "target"]
     buf = torch.empty_like(data[0])
+    # the stage's matmul and tanh only: rank 1's row loss after each micro-batch is not in it (the pair's
+    # stages(w) has it since 98d0658; profiles/h200x2/ch4-80dc133/pipeline-a20afe4)
     timeit("pipe compute x8", lambda: [stage(data[i], wt) for i in range(8)])
     def sends():
         for i in range(8):

@@ -117,7 +117,40 @@ def test_tp_breakdown_on_two_gloo_ranks_parts_the_step_into_compute_and_all_redu
     step = rows["step_nccl"]
     assert all(r["ms"] > 0 and r["samples"] > 0 for r in rows.values())
     assert {"allreduce_share", "per_allreduce_us"} <= set(step) and "per_allreduce_us" in rows["allreduce_nccl"]
+    # the negative control: without its all-reduces the step's answer is wrong, and the check says so
+    assert report["control"].startswith("compute_only against step_nccl, which must fail: failed, ")
     assert "| step_nccl |" in (out / "breakdown.md").read_text()
+
+
+def test_tp_breakdown_that_fails_says_so_in_one_line_and_writes_no_report(tmp_path, monkeypatch):
+    from ch16 import tp_decode_breakdown as tpb
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("step_symm differs from step_nccl: relative error 1.0e+00")
+    monkeypatch.setattr(tpb, "measure", broken)   # the forked ranks inherit it
+    out = tmp_path / "breakdown"
+    assert on_ranks(tpb.main, 2, ["--quick", "--output", str(out)]) == [1, 1]
+    assert not out.exists()
+
+
+def test_a_ranks_bytes_are_its_shard_plus_what_every_rank_reads_whole():
+    """rank_work against the one-GPU count (ch16.decode.step_work): on one rank the same bytes but the embedding
+    row, and over two ranks every sharded weight once and the replicated ones (output head, norms, embedding
+    row) twice."""
+    import torch
+
+    from ch16 import baseline_tp_decode as tp
+    from ch16.decode import step_work
+    from ch16.model import CONFIGS, build_model
+    from ch16.symmetric_memory_inference import shard_model
+    full = build_model(CONFIGS["small"], 0, "cpu", torch.bfloat16)
+    cfg, keys = full.cfg, 128
+    one = tp.rank_work(full, shard_model(full, 1, 0), 1, keys)
+    assert one[1] == step_work(full, 1, keys)[1] + cfg.dim * 2           # + the embedding row, bf16
+    two = [tp.rank_work(full, shard_model(full, 2, r), 2, keys) for r in (0, 1)]
+    replicated = (full.output.weight.numel() + full.norm.weight.numel() + cfg.dim
+                  + sum(layer.attention_norm.weight.numel() + layer.ffn_norm.weight.numel() for layer in full.layers))
+    assert two[0] == two[1] and sum(b for _, b in two) == one[1] + replicated * 2
 
 
 def test_tp_breakdown_in_one_process_is_one_line_and_exit_2(capsys, monkeypatch):
