@@ -72,8 +72,9 @@ def reference(seed, rank, world_size, quick=False):
 def stages(w):
     """One micro-batch's compute and one hand-off, each alone. The compute is all a rank does per micro-batch:
     on rank 1 the stage and its row loss. The loss's five element-wise and reduction kernels took 107 µs a
-    micro-batch on 2 H200s (the mean over the trace's 16), longer than the 92 µs matmul (profiles/h200x2/ch4-80dc133/pipeline-a20afe4); timing the
-    stage alone left them out, and the baseline then looked 54% slower than serial."""
+    micro-batch on 2 H200s (the mean over the trace's 16), longer than the 92 µs matmul
+    (profiles/h200x2/ch4-80dc133/pipeline-a20afe4); timing the stage alone left them out, and the baseline
+    then looked 54% slower than serial."""
     wt = w.inputs["w"]
     data = w.inputs["x" if rank() == 0 else "target"]
     buf = torch.empty_like(data[0])
