@@ -153,7 +153,8 @@ def measure(device, quick: bool, budget_s: float, log, profile: bool = False, tr
                  ("step_nccl against one process, fp32", fp32, reference),
                  ("one process bf16 against fp32", fp32, one)]
         if "step_nccl_fused" in calls:
-            pairs.append(("step_nccl_fused against one process, fp32", fp32, calls["step_nccl_fused"]().detach().clone()))
+            fused = calls["step_nccl_fused"]().detach().clone()
+            pairs.append(("step_nccl_fused against one process, fp32", fp32, fused))
         for name, ref, out in pairs:
             accuracy[name] = verify_outputs([ref], [out], precision, allowed_dtypes=(torch.bfloat16,)).message
         del one, fp32
@@ -198,10 +199,11 @@ def markdown(r: dict) -> str:
     lines = [f"# Tensor-parallel decode step on {r['world_size']} x {r['device']}: where the time goes", "",
              f"{r['config']}, context {r['context']}, {r['allreduces_per_step']} all-reduces of {r['message_bytes']} "
              f"bytes per step; torch {r['torch']}, {r['backend']}" + (" (--quick: not results)" if r["quick"] else ""),
-             "", f"Checked: {r['checked']}.", "", f"Negative control: {r['control']}.", ""] + ([f"- {k}: {v}" for k, v in r["accuracy"].items()] + [""]
-                                                        if r["accuracy"] else []) + [
-             "| call | ms (slowest rank's median) | p10-p90 | all-reduce share | per all-reduce |",
-             "| --- | ---: | --- | ---: | ---: |"]
+             "", f"Checked: {r['checked']}.", "", f"Negative control: {r['control']}.", ""]
+    if r["accuracy"]:
+        lines += [f"- {k}: {v}" for k, v in r["accuracy"].items()] + [""]
+    lines += ["| call | ms (slowest rank's median) | p10-p90 | all-reduce share | per all-reduce |",
+              "| --- | ---: | --- | ---: | ---: |"]
     for name, row in r["rows"].items():
         share = f"{100 * row['allreduce_share']:.1f}%" if "allreduce_share" in row else ""
         per = f"{row['per_allreduce_us']:.2f} µs" if "per_allreduce_us" in row else ""
@@ -211,12 +213,14 @@ def markdown(r: dict) -> str:
         lines += ["", f"Kernels per call on rank 0 (torch.profiler, 5 calls; {r['allreduces_per_step']} all-reduces a "
                   "step). All-reduce µs is the median all-reduce kernel times their number: a kernel's time includes "
                   "its wait for the other rank.", "",
-                  "| call | kernels | all-reduce kernels | median all-reduce kernel µs | all-reduce µs | copies µs | "
+                  "| call | kernels | all-reduce kernels | median all-reduce kernel µs | all-reduce µs | "
+                  "copies µs | "
                   "other kernels µs | all kernels µs | not in a kernel µs |",
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for name, k in profiled.items():
             busy = k["allreduce_us"] + k["copy_us"] + k["other_us"]
-            lines.append(f"| {name} | {k['kernels']:.0f} | {k['allreduce_kernels']:.0f} | {k['allreduce_median_us']:.2f} "
+            lines.append(f"| {name} | {k['kernels']:.0f} | {k['allreduce_kernels']:.0f} | "
+                         f"{k['allreduce_median_us']:.2f} "
                          f"| {k['allreduce_us']:.1f} | {k['copy_us']:.1f} | {k['other_us']:.1f} | {busy:.1f} | "
                          f"{r['rows'][name]['ms'] * 1e3 - busy:.1f} |")
     if "speedup_symm_over_nccl" in r:
