@@ -12,9 +12,9 @@ launches the same collectives in the same order (NCCL requires it).
 A pitfall on 2 H200s: slower than the baseline, 0.77x (ch4/README.md has the figures). Timed alone as the
 pairs are, forward and backward take 1.75 ms and the all-reduces 0.61 ms; the hooked step takes 3.04 ms, more
 than their sum (scripts/ch4_overlap_probe.py, profiles/h200x2/ch4-80dc133/probe). Our reading, not measured
-directly: NCCL's all-reduce is a kernel that needs SMs, backward's GEMMs keep them busy, and the two take turns. A high-priority NCCL stream or fewer
-NCCL blocks did not help, and an eager variant that moved the bytes with a copy engine (symmetric
-memory) measured 0.71x: it is not kept.
+directly: NCCL's all-reduce is a kernel that needs SMs, backward's GEMMs keep them busy, and the two take
+turns. A high-priority NCCL stream or fewer NCCL blocks did not help, and an eager variant that moved the
+bytes with a copy engine (symmetric memory) measured 0.71x: it is not kept.
 
 Prepared once: the parameters, the buckets, the hooks. Per call: the batch and its targets.
 """
