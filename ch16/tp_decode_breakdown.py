@@ -105,6 +105,11 @@ def kernel_time(fn, calls: int = 5, trace: Path | None = None) -> dict:
             "kernels": kernels / calls}
 
 
+def fails_on_a_rank(verdict) -> bool:
+    """Did the check fail on any rank? Every rank gets the same answer, so all take the same branch."""
+    return max_over_ranks(0.0 if verdict.ok else 1.0) == 1.0
+
+
 def timed(fn, device, budget_s: float) -> dict:
     t = time_call(fn, device, budget_s=budget_s, agree=max_over_ranks)
     return {"ms": max_over_ranks(t.median_ms), "p10_ms": max_over_ranks(t.p10_ms), "p90_ms": max_over_ranks(t.p90_ms),
@@ -131,14 +136,14 @@ def measure(device, quick: bool, budget_s: float, log, profile: bool = False, tr
     reference = calls["step_nccl"]().detach().clone()
     # The check's negative control: the step without all-reduces must fail it (each rank's partial sums only).
     control = verify_outputs([reference], [calls["compute_only"]().detach().clone()], precision)
-    control_failed = max_over_ranks(0.0 if control.ok else 1.0) == 1.0
+    control_failed = fails_on_a_rank(control)
     checked = {}  # every step writes the same KV position before it reads it: same inputs, the same answer
     for name in [n for n in calls if n.startswith("step_") and n != "step_nccl"]:
         if name not in calls:  # a fused step dropped with the first fused failure
             continue
         verdict = verify_outputs([reference], [calls[name]().detach().clone()], precision)
         checked[name] = verdict.message
-        if max_over_ranks(0.0 if verdict.ok else 1.0) == 0.0:
+        if not fails_on_a_rank(verdict):
             continue
         if not name.endswith("_fused"):
             raise RuntimeError(f"{name} differs from step_nccl: {verdict.message}")
