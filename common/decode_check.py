@@ -1,24 +1,18 @@
 """The logits-and-margin rule: did a decoder (speculative, tensor-parallel, paged, graphed) keep the target's output?
 
-Greedy decoding picks tokens by argmax, which is not continuous: where the top two logits are closer
-than the arithmetic's rounding, two correct implementations may pick different tokens, and from there
-their sequences (and every later logit) differ. Comparing generated tokens, or logits along two
-different sequences, would fail a correct decoder. So the check has two parts:
-1. Logits, teacher-forced: the candidate's logits at every position, computed on the *reference's*
-   tokens, match the reference's within the precision's tolerance (common.verify's two bounds,
-   norm-wise and element-wise relative to the row's largest logit).
-2. Tokens: wherever the reference's top-two margin exceeds twice the largest error an element may
-   have (so no allowed error can swap the two), the candidate's free-running greedy token is the
-   reference's. The first position where the candidate departs must be a near-tie; after it the
-   sequences differ and are not compared further.
-It reports the token agreement (share of positions where the free-running candidate's token is the
-reference's), the number of near-ties, and where a failure happened.
-
-`check_decode` needs the candidate's teacher-forced logits (chapter 16's scripts and tests compute
-them). The harness sees only what a timed call returns, the logits along the candidate's own
-free-running sequence; a baseline with `COMPARE = "logits_margin"` is verified by
-`compare_logits_margin`, the same rule applied to that: logits compared up to and including the first
-position where the greedy tokens differ, and that position must be a near-tie."""
+Greedy decoding picks tokens by argmax, which is not continuous: where the top two logits are closer than the
+arithmetic's rounding, two correct implementations may pick different tokens, and from there their sequences (and
+every later logit) differ, so comparing generated tokens, or logits along two sequences, would fail a correct
+decoder. `check_decode` checks instead
+1. the candidate's logits teacher-forced on the *reference's* tokens (chapter 16's scripts and tests compute them):
+   at every position within the precision's tolerance (common.verify's two bounds, element-wise relative to the
+   row's largest logit);
+2. its free-running greedy tokens: wherever the reference's top-two margin exceeds twice the largest error an
+   element may have (no allowed error can swap the two), the token is the reference's. The first position where
+   the candidate departs must be a near-tie; after it the sequences differ and are not compared.
+The harness sees only what a timed call returns, the logits along the candidate's own free-running sequence:
+`compare_logits_margin` (a baseline's `COMPARE = "logits_margin"`) compares those up to and including the first
+position where the greedy tokens differ (both computed on the same prefix there), which must be a near-tie."""
 from __future__ import annotations
 
 import dataclasses
@@ -54,7 +48,8 @@ def check_decode(ref_tokens, ref_logits, tf_logits, out_tokens=None, precision: 
     tol, elem_tol = TOLERANCE[precision]
     ref, cand = _rows(ref_logits), _rows(tf_logits)
     if ref.shape != cand.shape:
-        return DecodeVerdict(False, f"teacher-forced logits shape {tuple(tf_logits.shape)} != {tuple(ref_logits.shape)}")
+        return DecodeVerdict(False, f"teacher-forced logits shape {tuple(tf_logits.shape)} != "
+                                    f"{tuple(ref_logits.shape)}")
     if not torch.isfinite(cand).all():
         return DecodeVerdict(False, "NaN/Inf in the candidate's logits")
     scale = ref.abs().amax(-1).clamp_min(1e-30)                       # per position
@@ -86,9 +81,10 @@ def check_decode(ref_tokens, ref_logits, tf_logits, out_tokens=None, precision: 
         if j < n:
             first = j if first is None else min(first, j)
             if bool(decided[s, j]):
-                return DecodeVerdict(False, f"sequence {s}: token {int(ot[s, j])} at position {j} where the reference "
-                                            f"chose {int(rt[s, j])} by a margin of {float(margin.view(-1, n)[s, j]):.2e} "
-                                            f"(over 2x the {precision} element tolerance)",
+                return DecodeVerdict(False, f"sequence {s}: token {int(ot[s, j])} at position {j} where the "
+                                            f"reference chose {int(rt[s, j])} by a margin of "
+                                            f"{float(margin.view(-1, n)[s, j]):.2e} (over 2x the {precision} "
+                                            f"element tolerance)",
                                      worst_rel, worst_max, agree / rt.numel(), near_ties, first)
     agreement = agree / rt.numel()
     return DecodeVerdict(True, f"logits within {precision} tolerance (rel {worst_rel:.2e}); token agreement "
@@ -99,11 +95,8 @@ def check_decode(ref_tokens, ref_logits, tf_logits, out_tokens=None, precision: 
 
 def compare_logits_margin(ref: list[torch.Tensor], out: list[torch.Tensor], precision: str = "fp32",
                           allowed_dtypes: tuple = ()) -> Verdict:
-    """common.verify.verify_outputs's signature, for outputs whose first tensor is free-running logits (..., n, V).
-
-    Each sequence's logits must match up to and including the first position where the greedy tokens
-    differ (both computed on the same prefix there), a near-tie of the reference; later positions lie
-    on different sequences. Any further outputs are compared as usual."""
+    """common.verify.verify_outputs's signature, for outputs whose first tensor is free-running logits (..., n, V),
+    checked by the rule above; any further outputs are compared as usual."""
     if len(ref) != len(out) or not ref:
         return Verdict(False, f"returned {len(out)} tensors, baseline returned {len(ref)}")
     r, o = ref[0], out[0]
@@ -125,7 +118,8 @@ def compare_logits_margin(ref: list[torch.Tensor], out: list[torch.Tensor], prec
         upto = min(j + 1, n)
         verdict = check_decode(rt[:upto], rl[s, :upto], ol[s, :upto], None, precision)
         if not verdict.ok:
-            return Verdict(False, f"sequence {s}: {verdict.message}", verdict.logits_rel_err, verdict.logits_max_err, tol)
+            return Verdict(False, f"sequence {s}: {verdict.message}", verdict.logits_rel_err,
+                           verdict.logits_max_err, tol)
         worst_rel, worst_max = max(worst_rel, verdict.logits_rel_err), max(worst_max, verdict.logits_max_err)
         agree += j
         if j < n:
@@ -136,8 +130,8 @@ def compare_logits_margin(ref: list[torch.Tensor], out: list[torch.Tensor], prec
                                       f"{int(rt[j])} by a margin of {margin:.2e} (over 2x the {precision} element "
                                       f"tolerance)", worst_rel, worst_max, tol)
             ties += 1
-    rest = verify_outputs(ref[1:], out[1:], precision, allowed_dtypes) if len(ref) > 1 else None
-    if rest is not None and not rest.ok:
+    rest = verify_outputs(ref[1:], out[1:], precision, allowed_dtypes)  # none left: ok
+    if not rest.ok:
         return rest
     agreement = agree / (rl.shape[0] * n)
     return Verdict(True, f"logits within the {precision} tolerance up to each sequence's first divergence "

@@ -1,13 +1,11 @@
 """Each variant's own copy of the workload, and what the harness checks on it.
 
-Every variant (the baseline too) gets a workload built afresh from the seed, so a variant that writes
-into its inputs harms nobody else. Two untouched references sit beside it: the seed-A workload as
-built, and seed B's per-call values. With them the harness can
-- feed:      overwrite the per-call inputs in place with seed A's or B's values, as a real loop fills
-             its buffers with the next batch (the prepared callable must then return the new answer);
-- restore:   the declared state (Workload.updated) is among what `feed` writes, so every
-             verification call starts from it as built;
-- modified:  name every input a call changed that it had no right to change."""
+Every variant (the baseline too) gets a workload built afresh from the seed, so a variant that writes into its
+inputs harms nobody else. Beside it sit two untouched references, the seed-A workload as built and seed B's
+per-call values. `feed` overwrites the per-call inputs in place with either's values, as a real loop fills its
+buffers with the next batch (the prepared callable must then return the new answer), and restores the declared
+state (Workload.updated), so every verification call starts from it as built; `modified` names every input a
+call changed that it had no right to change."""
 from __future__ import annotations
 
 import secrets
@@ -65,9 +63,6 @@ def rotate_into(dst: torch.Tensor, src: torch.Tensor, shift: int) -> None:
         dst.copy_(s.roll(k).view(src.shape))
         return
     d = dst.view(-1)
-    if k == 0:
-        d.copy_(s)
-        return
     d[k:].copy_(s[:n - k])
     d[:k].copy_(s[n - k:])
 
@@ -104,15 +99,15 @@ class OwnInputs:
         src = self.refs.a.inputs if which == "a" else self.refs.fresh
         # Through .data: the tensor's version counter does not move, so a cache keyed on it (or on the
         # data pointer) sees "unchanged" input and is caught returning its old answer.
-        derived = self.refs.a.derived
+        derived, updated = self.refs.a.derived, self.refs.a.updated
         with torch.no_grad():
             for k in self.refs.per_call:
                 value, dst = src[k], self.w.inputs[k].data
-                if shift is not None and k in derived:
-                    continue  # written below, from the values just fed
-                if shift is not None and value.is_floating_point() and k not in self.refs.a.updated:
+                if shift is not None and (k in derived or k in updated):
+                    continue  # derived: written below, from the values just fed; the state: left as it is
+                if shift is not None and value.is_floating_point():
                     rotate_into(dst, value, shift)
-                elif shift is None or k not in self.refs.a.updated:
+                else:
                     dst.copy_(value)
             if shift is not None:
                 for k, f in derived.items():
@@ -127,12 +122,10 @@ class OwnInputs:
                    if k not in self.refs.a.updated)
 
     def feed_new(self, i: int) -> None:
-        """The i-th value set never fed before (seed B's values rotated by i * SHIFT_STEP places), into the
-        per-call inputs only: the timed loop's feed. The declared state is left as the calls update it.
-
-        The step is a prime larger than any input, so the first numel shifts all differ, and consecutive
-        sets are not neighbouring rotations (1, 2, 3 places), which a cache keyed on a strided sample of
-        the input would see as the same few keys again and again."""
+        """The timed loop's feed: the i-th value set never fed before (seed B's values rotated by i * SHIFT_STEP
+        places), into the per-call inputs only (the declared state is left as the calls update it). Consecutive
+        sets are not neighbouring rotations (1, 2, 3 places), which a cache keyed on a strided sample of the
+        input would see as the same few keys again and again."""
         self.feed("b", shift=i * SHIFT_STEP)
 
     def expected(self, name: str, which: str) -> torch.Tensor:

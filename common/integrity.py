@@ -1,11 +1,10 @@
 """What no variant may change: the harness's own functions, the clocks, and torch's functions.
 
-A variant runs in the harness's process, so it could patch the clock the harness reads, the function
-that verifies it, or `torch.Tensor.__matmul__` to slow the baseline down. The harness records every
-such function before any pair file is imported, checks them after each variant's prepare(),
-verification and timing, names the first one that changed, and puts the originals back. (Code in the
-same process can always outwit code it shares it with; this makes the rule explicit and catches the
-plain ways of breaking it.)"""
+A variant runs in the harness's process, so it could patch the clock the harness reads, the function that verifies
+it, or `torch.Tensor.__matmul__` to slow the baseline down. The harness records every such function before any pair
+file is imported, checks them after each variant's prepare(), verification and timing, names the first one that
+changed, and puts the originals back. (Code in the same process can always outwit code it shares it with; this
+makes the rule explicit and catches the plain ways of breaking it.)"""
 from __future__ import annotations
 
 import inspect
@@ -38,12 +37,10 @@ def _entries():
 
 def _wraps(new, old) -> bool:
     """Is `new` a functools.wraps-style wrapper around `old` (a library's own decoration)?"""
-    seen = 0
-    while new is not None and seen < 8:
+    for _ in range(8):
         new = getattr(new, "__wrapped__", None)
         if new is old:
             return True
-        seen += 1
     return False
 
 

@@ -1,14 +1,11 @@
 """Torch's global numerics flags: one known state for every variant, set and checked by the harness.
 
-A flag such as `torch.backends.cuda.matmul.allow_tf32` changes what every later matmul in the process
-computes; set by a variant, it would leak into the next variant's timing (an fp32 baseline timed on
-TF32 tensor cores reads as 660% of the fp32 ceiling). So the harness sets the flags before each
-variant's prepare(), verification and timing, and checks after each that the variant left them alone.
-A variant that wants lower precision says `PRECISION = "tf32"`; the harness turns TF32 on for it only.
-
-The state is PyTorch's default except that cuDNN's TF32 is off too, so "fp32" means fp32 for
-convolutions as well as matmuls; autocast is off, and the CPU thread count is the one the process
-started with (before any pair file was imported)."""
+A flag such as `torch.backends.cuda.matmul.allow_tf32` changes what every later matmul in the process computes; set
+by a variant, it would leak into the next variant's timing (an fp32 baseline timed on TF32 tensor cores reads as
+660% of the fp32 ceiling). So the harness sets the flags before each variant's prepare(), verification and timing,
+and checks after each that the variant left them alone; a variant that wants TF32 says `PRECISION = "tf32"` (on
+for it only). The state is PyTorch's default except that cuDNN's TF32 is off too ("fp32" means fp32 for
+convolutions as well as matmuls), autocast is off, and the CPU thread count is the one the process started with."""
 from __future__ import annotations
 
 import contextlib
@@ -59,10 +56,10 @@ def apply_flags(flags: dict) -> None:
     torch.backends.cudnn.benchmark = flags["cudnn.benchmark"]
     torch.backends.cudnn.deterministic = flags["cudnn.deterministic"]
     if torch.are_deterministic_algorithms_enabled() != flags["deterministic_algorithms"]:
-        # Only when it changes: the call imports torch._inductor.config (so torch._dynamo), and that import
-        # made while a process group exists keeps the group alive past destroy_process_group: its Gloo
-        # threads then outlive the interpreter and one can abort the rank at exit ("terminate called
-        # without an active exception"; seen in 1 of 6 Gloo test runs, traced to here).
+        # Only when it changes: the call imports torch._inductor.config (so torch._dynamo), and that import made
+        # while a process group exists keeps the group alive past destroy_process_group: its Gloo threads then
+        # outlive the interpreter and one can abort the rank at exit ("terminate called without an active
+        # exception"; seen in 1 of 6 Gloo test runs, traced to here).
         torch.use_deterministic_algorithms(flags["deterministic_algorithms"])
     torch.set_default_dtype(getattr(torch, flags["default_dtype"].split(".")[-1]))
     torch.set_autocast_enabled("cpu", flags["autocast.cpu"])
@@ -71,26 +68,17 @@ def apply_flags(flags: dict) -> None:
         torch.set_num_threads(flags["num_threads"])
 
 
-def changed_flags(expected: dict) -> list[str]:
-    """'name: expected -> now' for every flag that differs from `expected`."""
-    now = read_flags()
-    return [f"{k} {expected[k]} -> {now[k]}" for k in expected if now[k] != expected[k]]
-
-
 class FlagChanged(Exception):
     """A variant changed a global numerics flag; the message names it."""
 
 
-def _refusal(changed: list[str]) -> str:
-    return (f"changed torch's global numerics flags ({'; '.join(changed)}); ask for lower precision with "
-            f"PRECISION = '...' instead")
-
-
-def check_flags(expected: dict, when: str) -> None:
-    """Raise FlagChanged, naming every flag that differs from `expected`."""
-    changed = changed_flags(expected)
+def check_flags(expected: dict, when: str | None = None) -> None:
+    """Raise FlagChanged, naming every flag that differs from `expected` ('name: expected -> now')."""
+    now = read_flags()
+    changed = [f"{k} {expected[k]} -> {now[k]}" for k in expected if now[k] != expected[k]]
     if changed:
-        raise FlagChanged(f"{when}: {_refusal(changed)}")
+        raise FlagChanged((f"{when}: " if when else "") + f"changed torch's global numerics flags "
+                          f"({'; '.join(changed)}); ask for lower precision with PRECISION = '...' instead")
 
 
 @contextlib.contextmanager
@@ -101,8 +89,6 @@ def numerics(precision: str | None):
     apply_flags(want)
     try:
         yield
-        changed = changed_flags(want)
-        if changed:
-            raise FlagChanged(_refusal(changed))
+        check_flags(want)
     finally:
         apply_flags(before)

@@ -1,15 +1,14 @@
 """Overlap pairs: the serial and ideal pipelined times from each stage timed alone.
 
-A baseline that defines `stages(w)` returns the chunk count and each stage of one chunk (copy in,
-compute, copy out). Timed alone, they give
+A baseline that defines `stages(w)` returns the chunk count and each stage of one chunk (copy in, compute, copy
+out). Timed alone, they give
     serial = chunks x sum(stages)
     ideal  = (chunks - 1) x max(stage) + sum(stages)
-(the longest stage paces a full pipeline, plus one chunk to fill and drain it). A variant's overlap is
-where its time lands between the two (0% serial, 100% ideal), never outside 0-100%: both bounds carry
-their stages' noise, so a time up to NOISE_FRAC past a bound is clamped to it (with a note); further
-past, there is no share, only overlap_note's reason: faster than the ideal means a stage is slower
-alone than in the pipeline (a cold cache, a collective's own synchronisation, a CPU's clock); slower
-than serial means the variant adds work."""
+(the longest stage paces a full pipeline, plus one chunk to fill and drain it). A variant's overlap is where its
+time lands between the two (0% serial, 100% ideal), never outside 0-100%: both bounds carry their stages' noise, so
+a time up to NOISE_FRAC past a bound is clamped to it (with a note); further past, there is no share, only
+overlap_note's reason: faster than the ideal means a stage is slower alone than in the pipeline (a cold cache, a
+collective's own synchronisation, a CPU's clock); slower than serial means the variant adds work."""
 from __future__ import annotations
 
 import math

@@ -1,14 +1,12 @@
 """Run one pair in this process: each variant verified, timed in turn with the baseline, verified again.
 
-Called as `python -m common.run SPEC.json` (common.launch.RunSpec: what benchmark.py decided; through torchrun
-for pairs with NPROC > 1), one process per pair, so a crash stays inside it.
+Called as `python -m common.run SPEC.json` (common.launch.RunSpec: what benchmark.py decided; through torchrun for
+pairs with NPROC > 1), one process per pair, so a crash stays inside it.
 
-For the pair (`run_pair`):
-1. Build the reference inputs: the seed-A workload, and seed B's per-call inputs. Constant inputs are refused.
-2. The baseline is prepared and verified (its outputs become the references), then each variant in turn, each
-   on its own copy of the workload and in the same numerics flags (common.numerics), as a `Trial`: its steps
-   a-e below. The baseline stays prepared until the last variant is done; its checks after timing run once, at
-   the end.
+`run_pair` builds the reference inputs (the seed-A workload and seed B's per-call inputs; constant inputs are
+refused), prepares and verifies the baseline (its outputs become the references), then each variant in turn as a
+`Trial`, each on its own copy of the workload and in its numerics flags (common.numerics). The baseline stays
+prepared until the last variant is done; its checks after timing run once, at the end.
 
 For one variant, the callable prepare() returns is the one that is verified and the one that is timed:
   a. its first call and a later call match the baseline's output;
@@ -58,15 +56,15 @@ from common.timeline import draw_gantt
 from common.timing import (BUDGET_S, Between, L2Scrubber, Timed, back_to_back, back_to_back_calls, cache_bytes, finish,
                            gpu_state, max_over_ranks, modes_of_its_own, paired_speedup, returned_bytes, time_rounds,
                            two_modes)
-from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, as_tensors, check_inputs_random, looser, responds_to_inputs,
-                           snapshot_as_caller, verify_outputs)
+from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, as_tensors, check_inputs_random, looser,
+                           responds_to_inputs, snapshot_as_caller, verify_outputs)
 
 
-# A speedup's interval is never narrower than this, by device. GPU: A/A copies on an H100 read 0.996-1.0035x,
-# each with an interval of ±0.3-0.6% that once missed 1.0 by 0.2% (profiles/h100/aa/). CPU: on a loaded 2-core
-# CI machine a copy read 1.0057x (1.0007-1.0107), and on the same kind of machine later one read 0.979x
-# (0.960-0.9986) with the 2% floor: a CPU's copies differ by more (their buffers' placement in the caches), and its
-# figures are not results.
+# A speedup's interval is never narrower than this, by device: two copies of one code differ with a tight interval
+# (separate buffers, separate allocations; the A/A pair, ch84). GPU: A/A copies on an H100 read 0.996-1.0035x, each
+# with an interval of ±0.3-0.6% that once missed 1.0 by 0.2% (profiles/h100/aa/). CPU: on a loaded 2-core CI machine
+# a copy read 1.0057x (1.0007-1.0107), and later one read 0.979x (0.960-0.9986) with the 2% floor: a CPU's copies
+# differ by more (their buffers' placement in the caches), and its figures are not results.
 RESOLUTION = {"cuda": 0.005, "cpu": 0.03}
 
 
@@ -75,18 +73,8 @@ def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-# ----------------------------------------------------------------------------- several processes
 def _distributed() -> bool:
     return dist.is_available() and dist.is_initialized()
-
-
-def first_error(err: str | None) -> str | None:
-    """The first rank's complaint, seen by every rank, so that all ranks stop a variant together."""
-    if not _distributed():
-        return err
-    errs: list = [None] * dist.get_world_size()
-    dist.all_gather_object(errs, err)
-    return next((f"rank {r}: {e}" if len(errs) > 1 else e for r, e in enumerate(errs) if e), None)
 
 
 # ----------------------------------------------------------------------------- one variant
@@ -109,11 +97,10 @@ class PeakMemory:
     def exclude(self, build):
         if not self.on:
             return build()
-        self.peak = max(self.peak, torch.cuda.max_memory_allocated(self.device) - self.excluded)
-        held = torch.cuda.memory_allocated(self.device)
-        out = build()
-        self.excluded += torch.cuda.memory_allocated(self.device) - held
-        torch.cuda.reset_peak_memory_stats(self.device)
+        with self.apart():
+            held = torch.cuda.memory_allocated(self.device)
+            out = build()
+            self.excluded += torch.cuda.memory_allocated(self.device) - held
         return out
 
     @contextlib.contextmanager
@@ -202,18 +189,18 @@ def intact(ctx: Context, when: str) -> None:
 
 
 def checked(step):
-    """Run one step on every rank and agree on its outcome, so that all ranks stop a variant together.
-
-    Whatever one rank raises (a failed check, a crash, running out of memory), every rank stops: the one
-    that raised re-raises its own exception, the others a Failed naming it. A rank that went on alone
-    would pair its collectives with another variant's on the other ranks.
-    """
+    """Run one step on every rank and agree on its outcome. Whatever one rank raises (a failed check, a crash,
+    running out of memory), every rank stops: the one that raised re-raises its own exception, the others a Failed
+    naming it. A rank that went on alone would pair its collectives with another variant's on the other ranks."""
     try:
         value, err, raised = step(), None, None
     except Exception as e:  # noqa: BLE001 - shared with every rank, then raised again
         value, err, raised = None, (str(e) if isinstance(e, (Failed, FlagChanged, InputTampered))
                                     else f"{type(e).__name__}: {e}"), e
-    err = first_error(err)
+    if _distributed():  # the first rank's complaint, seen by every rank
+        errs: list = [None] * dist.get_world_size()
+        dist.all_gather_object(errs, err)
+        err = next((f"rank {r}: {e}" if len(errs) > 1 else e for r, e in enumerate(errs) if e), None)
     if err:
         if raised is not None and not _distributed():
             raise raised
@@ -235,7 +222,8 @@ def verify_calls(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
         ctx.base_precision = ctx.refs.a.precision or DTYPE_PRECISION.get(first[0].dtype, "fp32")
         precision = ctx.base_precision
     verdicts = [checked(lambda: check_outputs(ctx, ctx.ref_a, first, precision, allowed, "first call"))]
-    verdicts.append(checked(lambda: check_outputs(ctx, ctx.ref_a, call(fn, own, "a", "a later call", flags, ctx.memory.apart),
+    verdicts.append(checked(lambda: check_outputs(ctx, ctx.ref_a,
+                                                  call(fn, own, "a", "a later call", flags, ctx.memory.apart),
                                                   precision, allowed, "a later call")))
     ctx.memory.exclude(lambda: ctx.refs.fresh)  # built once, after the baseline's prepare(): not the variant's memory
     fresh = checked(lambda: call(fn, own, "b", "new per-call inputs", flags, ctx.memory.apart))
@@ -265,12 +253,8 @@ def verify_calls(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, prec
 
 
 class Trial:
-    """One variant's way through the pair: each step a method, in the order the steps run.
-
-    prepare and verify run for one variant at a time; the timed rounds run every verified variant in
-    turn (`time_together`); the steps after timing again one at a time. The variant's state (its
-    prepared callable, its own copy of the workload) is kept from prepare() until its last step.
-    """
+    """One variant's way through the pair: each step a method, in the order the steps run. Its state (the prepared
+    callable, its own copy of the workload) is kept from prepare() until its last step."""
 
     def __init__(self, ctx: Context, v: Variant):
         self.ctx, self.v, self.is_base = ctx, v, v.name == "baseline"
@@ -278,24 +262,20 @@ class Trial:
         self.flags = wanted_flags(flags_precision(ctx, v))
         self.stage, self.fn, self.own, self.t = "prepare", None, None, None
         self.precision = variant_precision(ctx, v)
-        self.done = False
+        self.alive = True
         self.timed: Timed | None = None   # the baseline's, kept across the variants it is timed beside
-
-    @property
-    def alive(self) -> bool:
-        return not self.done
 
     def cannot_run(self) -> bool:
         why = self.v.cannot_run(self.ctx.device.type)
         if why:
             self.entry["skipped"] = why
-            self.done = True
+            self.alive = False
         return why is not None
 
     def run(self, *steps) -> bool:
         """Run `steps` (methods of this trial) in the variant's numerics flags; a failure, a crash or running
         out of memory fails this variant alone and drops its state. Returns whether it is still alive."""
-        if self.done:
+        if not self.alive:
             return False
         try:
             if self.own is None:
@@ -317,12 +297,12 @@ class Trial:
         except Exception as e:  # a failed check, a crash or running out of memory fails this variant alone
             self.failed(e)
             self.close()
-        return not self.done
+        return self.alive
 
     def close(self):
         """Drop the variant's state (before the next variant is built, or once its last step ran)."""
         self.fn = self.own = None
-        self.done = True
+        self.alive = False
         self.ctx.untouched.restore()
         gc.collect()
         if self.ctx.device.type == "cuda":
@@ -333,21 +313,21 @@ class Trial:
         log(f"  {self.v.name}: verifying")
         started = time.perf_counter()
         self.fn = checked(lambda: self.v.prepare(self.own.w))
-        self.entry["prepare_s"] = time.perf_counter() - started  # compiling, capturing, autotuning: apart from steady state
+        self.entry["prepare_s"] = time.perf_counter() - started  # compiling, capturing, autotuning: not steady state
         checked(lambda: check_flags(self.flags, "prepare()"))
         checked(lambda: intact(self.ctx, "prepare()"))
 
     def verify(self):
         """Steps a-c; the baseline's outputs become the references."""
         ctx = self.ctx
-        self.entry["verification"] = verify_calls(ctx, self.v, self.fn, self.own, self.flags, variant_precision(ctx, self.v))
-        # (the baseline's verification fixes ctx.base_precision, so its precision is read again below)
+        precision = variant_precision(ctx, self.v)  # read again below: the baseline's verification fixes base_precision
+        self.entry["verification"] = verify_calls(ctx, self.v, self.fn, self.own, self.flags, precision)
         checked(lambda: intact(ctx, "while verified"))
         if self.is_base:
             checked(lambda: check_reference(ctx))
             ctx.stages = stage_times(ctx.pair, self.own.w, ctx.device, ctx.agree)
         self.precision = variant_precision(ctx, self.v)
-        if ctx.device.type == "cuda":  # the variant's own memory: its prepare() and three calls, before others are built
+        if ctx.device.type == "cuda":  # its own memory: its prepare() and three calls, before others are built
             self.entry["peak_memory_mb"] = ctx.memory.mb()
 
     def verify_after_timing(self):
@@ -371,13 +351,11 @@ class Trial:
         self.rate(say=False)
 
     def own_work(self, w):
-        """The workload as this variant's rates see it: with its own bytes where it declares them
-        (`bytes_moved(w)` in the variant file: it moves fewer bytes by design, e.g. float8 weights).
-
-        Honoured only within what its declared precision can save: between the workload's bytes scaled by
-        its precision's width over the baseline's (float8 for bf16: half) and the workload's bytes. Outside
-        that the declaration is ignored, with a note, and the variant is rated and checked on the workload's
-        bytes: fewer declared bytes lower the physics check's floor, so they must be earned by the precision."""
+        """The workload as this variant's rates see it: with its own bytes where it declares them (`bytes_moved(w)`
+        in the variant file: it moves fewer bytes by design, e.g. float8 weights). Honoured only between the
+        workload's bytes scaled by its precision's width over the baseline's (float8 for bf16: half) and the
+        workload's bytes; outside that it is ignored, with a note: fewer declared bytes lower the physics check's
+        floor, so they must be earned by the precision."""
         own = None if self.is_base else getattr(self.v.module, "bytes_moved", None)
         if not own:
             return w
@@ -387,8 +365,8 @@ class Trial:
         if not ratio * w.bytes_moved <= declared <= w.bytes_moved:
             self.entry["bytes_note"] = (f"bytes_moved ignored: {declared / 1e6:.4g} MB is outside "
                                         f"{ratio * w.bytes_moved / 1e6:.4g}-{w.bytes_moved / 1e6:.4g} MB (the "
-                                        f"workload's bytes at {self.precision} "
-                                        f"against {self.ctx.base_precision}, up to the workload's)")
+                                        f"workload's bytes at {self.precision} against {self.ctx.base_precision}, "
+                                        f"up to the workload's)")
             print(f"  {self.v.name}: {self.entry['bytes_note']}")
             return w
         return dataclasses.replace(w, bytes_moved=declared)
@@ -400,42 +378,31 @@ class Trial:
         work = self.own_work(ctx.refs.a)
         entry.update(verified=True, **achieved(work, t.median_ms, bound, self.precision, ctx.peaks,
                                               ctx.cache, ctx.world_size))
+        note = entry.get("bytes_note")
         if work is not ctx.refs.a:
             entry["bytes_moved"] = work.bytes_moved
-            entry["ceiling_note"] = "; ".join(filter(None, [entry.get("ceiling_note"), (
-                f"rated on the {work.bytes_moved / 1e6:.4g} MB this variant moves by design (its bytes_moved), "
-                f"not the workload's {ctx.refs.a.bytes_moved / 1e6:.4g} MB")]))
-        elif entry.get("bytes_note"):
-            entry["ceiling_note"] = "; ".join(filter(None, [entry.get("ceiling_note"), entry["bytes_note"]]))
+            note = (f"rated on the {work.bytes_moved / 1e6:.4g} MB this variant moves by design (its bytes_moved), "
+                    f"not the workload's {ctx.refs.a.bytes_moved / 1e6:.4g} MB")
+        if note:
+            entry["ceiling_note"] = "; ".join(filter(None, [entry.get("ceiling_note"), note]))
         entry["suspect"] = suspect_reason(t.median_ms, work, bound, ctx.peaks, self.precision, self.is_base,
                                           ctx.cache, flop_floor=ctx.device.type == "cuda")
         if ctx.stages:
             entry["overlap_pct_of_ideal"], entry["overlap_note"] = placement(t.median_ms, ctx.stages)
-        if not say:
-            return
-        log(f"  {self.v.name:40s} {t.median_ms:10.4f} ms  (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f}, "
-            f"n={t.samples}x{t.calls_per_sample}, {t.timer})" + (f"  SUSPECT: {entry['suspect']}" if entry["suspect"] else ""))
+        if say:
+            suspect = f"  SUSPECT: {entry['suspect']}" if entry["suspect"] else ""
+            log(f"  {self.v.name:40s} {t.median_ms:10.4f} ms  (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f}, "
+                f"n={t.samples}x{t.calls_per_sample}, {t.timer}){suspect}")
 
     def failed(self, e: Exception):
         if isinstance(e, (Failed, InputTampered, FlagChanged)):
-            error, said = str(e), str(e)
+            error = said = str(e)
         elif isinstance(e, torch.cuda.OutOfMemoryError):
             error, said = f"out of memory: {str(e).splitlines()[0]}", "out of memory"
         else:
             error = said = f"{type(e).__name__}: {e}"
         self.entry.update(error=error, failed_at=self.stage, verified=False)
         log(f"  {self.v.name}: FAILED ({self.stage}): {said}")
-
-
-def new_values(own: OwnInputs, device: torch.device) -> Callable[[int], None]:
-    """The timed loop's feed: the i-th value set never fed before, written outside the timing."""
-    host_inputs = device.type == "cuda" and any(not own.w.inputs[k].is_cuda for k in own.refs.per_call)
-
-    def feed(i: int) -> None:
-        if host_inputs:  # the previous call's copies may still be reading the host buffers
-            torch.cuda.current_stream().synchronize()
-        own.feed_new(i)
-    return feed
 
 
 def after_timing(ctx: Context, v: Variant, fn, own: OwnInputs, flags: dict, precision: str, t) -> None:
@@ -474,10 +441,8 @@ def profile_variant(fn, v: Variant, ctx: Context) -> dict:
     out = {}
     # Kernel and launch counts are a launch-bound pair's story; elsewhere they cost a profiler start
     # (4-6 s a pair on an H100) for a figure nobody reads, so they come only with --profile.
-    wanted = ctx.pair.bound == "launch" or ctx.profile
-    counts = count_launches(fn) if ctx.device.type == "cuda" and wanted else None
-    if counts:
-        out.update(counts)
+    if ctx.device.type == "cuda" and (ctx.pair.bound == "launch" or ctx.profile):
+        out.update(count_launches(fn) or {})
     label = f"{ctx.pair.key}/{v.name}" + (f".rank{os.environ.get('RANK', '0')}" if ctx.world_size > 1 else "")
     # Overlap pairs always get a timeline next to the report: a trace and its Gantt chart.
     mode = ctx.profile or ("torch" if ctx.stages and ctx.outdir and ctx.device.type == "cuda" else None)
@@ -505,9 +470,16 @@ def check_reference(ctx: Context) -> None:
 
 # ----------------------------------------------------------------------------- timed beside the baseline
 def timed_entry(ctx: Context, trial: "Trial") -> Timed:
-    """A verified variant's callable as the timed rounds run it: fed new values, scrubbed, in its flags."""
-    return Timed(trial.fn, Between(new_values(trial.own, ctx.device), ctx.scrubber),
-                 context=lambda: numerics(flags_precision(ctx, trial.v)))
+    """A verified variant's callable as the timed rounds run it: fed new values (the i-th value set never fed
+    before, written outside the timing), scrubbed, in its flags."""
+    own = trial.own
+    host_inputs = ctx.device.type == "cuda" and any(not own.w.inputs[k].is_cuda for k in own.refs.per_call)
+
+    def feed(i: int) -> None:
+        if host_inputs:  # the previous call's copies may still be reading the host buffers
+            torch.cuda.current_stream().synchronize()
+        own.feed_new(i)
+    return Timed(trial.fn, Between(feed, ctx.scrubber), context=lambda: numerics(flags_precision(ctx, trial.v)))
 
 
 def time_with_baseline(ctx: Context, base: "Trial", t: "Trial | None") -> None:
@@ -516,16 +488,17 @@ def time_with_baseline(ctx: Context, base: "Trial", t: "Trial | None") -> None:
     per-round ratios. The last call of rounds 1, 2, 4, 8, ... is checked against the baseline's answer
     on the same values (`in_loop_check`). The baseline's samples pool over every variant it is timed beside."""
     log(f"  {t.v.name if t else 'baseline'}: timing" + (" (in turn with the baseline)" if t else ""))
+    trials = [base] + ([t] if t else [])
     entries = [base.timed] + ([timed_entry(ctx, t)] if t else [])
     first_round, first_sample = len(base.timed.round_s), len(base.timed.per_call)
     guard = lambda step: checked(lambda: (step(), intact(ctx, "while timed"))[0])  # noqa: E731
     started = time.perf_counter()
     time_rounds(entries, ctx.device, budget_s=ctx.budget_s, agree=ctx.agree,
                 compute_bound=ctx.pair.bound == "compute" and not ctx.quick,
-                check=in_loop_check(ctx, base, [base] + ([t] if t else [])), guard=guard)
+                check=in_loop_check(ctx, base, trials), guard=guard)
     state = gpu_state(ctx.device) if ctx.device.type == "cuda" else None
     (t or base).entry["timed_s"] = time.perf_counter() - started   # warm-ups and rounds, both sides
-    for trial, e in zip([base] + ([t] if t else []), entries):
+    for trial, e in zip(trials, entries):
         if e.error is not None:
             trial.stage = "time"
             trial.failed(e.error)
@@ -549,13 +522,11 @@ def time_with_baseline(ctx: Context, base: "Trial", t: "Trial | None") -> None:
 def in_loop_check(ctx: Context, base: "Trial", trials: list["Trial"]):
     """The answer of a call made inside the timed loop, at its pace, against the baseline's on the same values.
 
-    Verification calls a variant one call at a time; the timed loop calls it back to back at full speed.
-    A variant that answers differently at speed (a lower precision once called N times in a row, a cache
-    warmed by a streak, an autotuner switching mid-loop) passes the first and not this. The kept answer is
-    the round's last call, with the most calls back to back before it; the baseline is then fed the same
-    value set (its rotation of seed B's values) and called alone. Not for pairs whose call updates declared
-    state (a KV cache): there each variant's state has moved on in its own way.
-    """
+    It catches a variant that answers differently at speed (a lower precision once called N times in a row, a
+    cache warmed by a streak, an autotuner switching mid-loop), which one call at a time does not. The kept answer
+    is the round's last call, with the most calls back to back before it; the baseline is then fed the same value
+    set and called alone. Not for pairs whose call updates declared state (a KV cache): there each variant's state
+    has moved on in its own way."""
     def check(index: int, entry: Timed, kept) -> None:
         trial = trials[index]
         if ctx.refs.a.updated:
@@ -571,9 +542,9 @@ def in_loop_check(ctx: Context, base: "Trial", trials: list["Trial"]):
         verdict = ctx.compare(expected, as_tensors(kept), trial.precision, allowed_dtypes(trial.v))
         trial.entry["in_loop_checks"] = trial.entry.get("in_loop_checks", 0) + 1
         if not verdict.ok:
-            raise Failed(f"inside the timing loop, at its pace: the answer of its call on value set {fed} (the last of "
-                         f"{max(entry.rnd, entry.streak)} samples back to back in round {len(entry.round_s)}) differs from the "
-                         f"baseline's on the same values: {verdict.message}")
+            raise Failed(f"inside the timing loop, at its pace: the answer of its call on value set {fed} (the last "
+                         f"of {max(entry.rnd, entry.streak)} samples back to back in round {len(entry.round_s)}) "
+                         f"differs from the baseline's on the same values: {verdict.message}")
     return check
 
 
@@ -585,9 +556,7 @@ def paired_result(base: "Trial", t: "Trial") -> None:
     paired = e.pop("paired", None)
     if paired:
         low, high = paired[1]
-        # Never narrower than the harness's resolution: two copies of one code differ by up to a few tenths
-        # of a percent with a tight interval (separate buffers, separate allocations; the A/A pair, ch84)
-        floor = RESOLUTION.get(base.ctx.device.type, RESOLUTION["cpu"])
+        floor = RESOLUTION.get(base.ctx.device.type, RESOLUTION["cpu"])  # two copies of one code differ this much
         e["speedup"] = paired[0]
         e["speedup_ci"] = [min(low, paired[0] / (1 + floor)), max(high, paired[0] * (1 + floor))]
         e["speedup_of_medians"] = base.entry["median_ms"] / e["median_ms"]
@@ -665,8 +634,8 @@ def fail(result: dict, reason: str) -> None:
 def reference_context(pair: Pair, device: torch.device, quick: bool, budget_s: float, peaks: dict | None,
                       profile: str | None, outdir: Path | None, untouched: Snapshot | None, result: dict) -> Context:
     """The pair's Context (its reference workload built and checked), with the workload in the result."""
-    if untouched is not None and untouched.changed():  # before anything ran: a pair file did it when imported
-        changed = untouched.changed()
+    changed = untouched.changed() if untouched is not None else []
+    if changed:  # before anything ran: a pair file did it when imported
         untouched.restore()
         raise RuntimeError(f"a pair file changed {changed[0]} when it was imported: a pair may not patch the "
                            f"harness, the clock or torch")

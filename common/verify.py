@@ -1,19 +1,18 @@
 """Compare a variant's output with the baseline's.
 
-Two measures, in float64: the norm-wise relative error ||out - ref|| / ||ref||, and the largest element
-error relative to max|ref| (it catches a wrong tile or index that the norm of a large output averages
-away: a 128 x 128 tile 15% off in a 16384 x 4096 output moves the norm by only ~0.2%).
+Two measures, in float64: the norm-wise relative error ||out - ref|| / ||ref||, and the largest element error
+relative to max|ref| (it catches a wrong tile or index that the norm of a large output averages away: a 128 x 128
+tile 15% off in a 16384 x 4096 output moves the norm by only ~0.2%).
 
-Tolerances are about 3x the largest error a correct variant committed under profiles/ shows in that
-precision, so a real error has little room to hide.
-    bf16  H100, ch1 fused GELU and tensor cores, K up to 8192: at most 3.3e-3 norm-wise and 4.1e-3
-          element-wise -> 1e-2 and 1.25e-2
+Tolerances (norm-wise, element-wise) are about 3x the largest error a correct variant committed under profiles/
+shows in that precision, so a real error has little room to hide.
+    bf16  H100, ch1 fused GELU and tensor cores, K up to 8192: at most 3.3e-3 and 4.1e-3 -> 1e-2 and 1.25e-2
     tf32  committed: 2.9e-4 and 3.0e-4 -> 1e-3 and 1e-3
     fp16  none committed yet; tf32's figures plus fp16's output rounding (2^-11 ~ 4.9e-4) -> 2e-3 and 2.5e-3
-    fp8   none committed; torchao's float8 configs measured 3.7-5.3% norm-wise against bf16 on an H100
-          -> 0.15 norm-wise, 0.25 element-wise (e4m3 keeps 3 mantissa bits)
-    fp32  committed variants only reorder sums and are bit-identical; 1e-5 and 1e-4 leave room for a
-          reordered reduction over ~10^4 terms
+    fp8   none committed; torchao's float8 configs measured 3.7-5.3% norm-wise against bf16 on an H100 -> 0.15
+          and 0.25 (e4m3 keeps 3 mantissa bits)
+    fp32  committed variants only reorder sums and are bit-identical; 1e-5 and 1e-4 leave room for a reordered
+          reduction over ~10^4 terms
     fp64  1e-10 and 1e-9"""
 from __future__ import annotations
 
@@ -23,7 +22,6 @@ from typing import Any
 
 import torch
 
-# (norm-wise relative error, element error relative to max|ref|) allowed per precision
 TOLERANCE = {"fp64": (1e-10, 1e-9), "fp32": (1e-5, 1e-4), "tf32": (1e-3, 1e-3), "fp16": (2e-3, 2.5e-3),
              "bf16": (1e-2, 1.25e-2), "fp8": (0.15, 0.25)}
 DTYPE_PRECISION = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
@@ -83,11 +81,9 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def snapshot_as_caller(out: Any, apart=contextlib.nullcontext) -> tuple[list[torch.Tensor], str | None]:
-    """The output as the caller's stream sees it when the call returns, and a complaint if it differs later.
-
-    Work the call left on a stream the caller's stream never waits for may still be writing the output:
-    the copy taken on the caller's stream then differs from one taken after a device-wide sync. `apart`:
-    a context for the harness's own GPU copy (PeakMemory.apart keeps it out of the variant's peak memory)."""
+    """The output as the caller's stream sees it when the call returns, and a complaint if it differs later: work
+    the call left on a stream the caller's stream never waits for may still be writing the output. `apart`: a
+    context for the harness's own GPU copy (PeakMemory.apart keeps it out of the variant's peak memory)."""
     tensors = as_tensors(out)
     if not any(t.is_cuda for t in tensors) and not (torch.cuda.is_available() and torch.cuda.is_initialized()):
         return [t.detach().to("cpu", copy=True) for t in tensors], None
@@ -100,34 +96,30 @@ def snapshot_as_caller(out: Any, apart=contextlib.nullcontext) -> tuple[list[tor
             with apart():
                 seen = [t.detach().clone() for t in tensors]
                 torch.cuda.synchronize()
-                late = next((i for i, (a, b) in enumerate(zip(seen, tensors)) if not same_bits(a, b.detach())), None)
+                late = _late(seen, [t.detach() for t in tensors])
                 seen = None
-            return [t.detach().to("cpu", copy=True) for t in tensors], None if late is None else _late(late)
+            return [t.detach().to("cpu", copy=True) for t in tensors], late
         except torch.cuda.OutOfMemoryError:  # no room to compare on the GPU: on the host, below
-            if seen is not None and len(seen) == len(tensors):  # the caller's view was taken: keep it
+            if seen is not None:  # the caller's view was taken: keep it
                 seen = [s.to("cpu") for s in seen]
-            else:
-                seen = None
     if seen is None:
         seen = [t.detach().to("cpu", copy=True) for t in tensors]
     settled = snapshot(out)
-    late = next((i for i, (a, b) in enumerate(zip(seen, settled)) if not same_bits(a, b)), None)
-    return settled, None if late is None else _late(late)
+    return settled, _late(seen, settled)
 
 
-def _late(i: int) -> str:
-    return (f"output {i} was still being written after the caller's stream finished the call: "
-            f"work left on a stream the caller never waits for")
+def _late(seen: list[torch.Tensor], settled: list[torch.Tensor]) -> str | None:
+    i = next((i for i, (a, b) in enumerate(zip(seen, settled)) if not same_bits(a, b)), None)
+    return None if i is None else (f"output {i} was still being written after the caller's stream finished the "
+                                   f"call: work left on a stream the caller never waits for")
 
 
 CHUNK = 1 << 24  # elements compared at a time: float64 copies of a 2 GiB output would need 4x its size
 
 
 def _error_stats(ref: torch.Tensor, out: torch.Tensor) -> tuple[int, float, float, float, float]:
-    """(NaN/Inf count in out, ||ref||, ||out - ref||, max|out - ref|, max|ref|), in float64.
-
-    On the GPU where one is in use (a GB-sized output took ~4 s a comparison in float64 on the host, five
-    a variant), in chunks of CHUNK elements; the sums of squares are float64 either way."""
+    """(NaN/Inf count in out, ||ref||, ||out - ref||, max|out - ref|, max|ref|), in float64, in chunks of CHUNK
+    elements, on the GPU where one is in use (a GB-sized output took ~4 s a comparison on the host, five a variant)."""
     device = next((t.device for t in (out, ref) if t.is_cuda), None)
     if device is None and torch.cuda.is_available() and torch.cuda.is_initialized():
         device = torch.device("cuda", torch.cuda.current_device())
