@@ -1,11 +1,10 @@
 """Build a chapter's CUDA kernels as a PyTorch extension once, then reuse the build.
 
-torch.utils.cpp_extension.load compiles with nvcc and ninja into build/ext/<name>-sm<XY>/ and rebuilds
-only when a source or flag changes; later processes (each pair runs in its own) import the cached
-library. benchmark.py builds every extension the selected pairs load at once, in parallel, before the
-first pair starts (`build_declared`), so no pair's wall time holds a compiler's. It finds them in the
-pair files' `load_extension("name", "src", ...)` calls with literal arguments; any other call still
-builds on first use.
+torch.utils.cpp_extension.load compiles with nvcc and ninja into build/ext/<name>-sm<XY>/ and rebuilds only when
+a source or flag changes; later processes (each pair runs in its own) import the cached library. benchmark.py
+builds every extension the selected pairs load at once, in parallel, before the first pair starts
+(`build_declared`), so no pair's wall time holds a compiler's. It finds them in the pair files'
+`load_extension("name", "src", ...)` calls with literal arguments; any other call still builds on first use.
 
     python -m common.cuda_ext NAME SOURCE...    # build one (what build_declared runs)
 """
@@ -28,7 +27,7 @@ from common.pair import REPO_ROOT
 
 
 class ExtensionUnavailable(RuntimeError):
-    pass
+    """A kernel this machine cannot build or run (no GPU, no nvcc, too old a GPU): a pair skipped, not failed."""
 
 
 def build_dir(name: str, capability: tuple[int, int]) -> Path:
@@ -53,7 +52,7 @@ def load_extension(name: str, *sources: str):
 def declared(paths: Iterable[Path]) -> list[tuple[str, ...]]:
     """The extensions these files load: each `load_extension("name", "src", ...)` call with literal arguments,
     once, in the order first seen."""
-    found: list[tuple[str, ...]] = []
+    found: dict[tuple[str, ...], None] = {}   # in order, without repeats
     for path in paths:
         try:
             tree = ast.parse(Path(path).read_text())
@@ -61,13 +60,12 @@ def declared(paths: Iterable[Path]) -> list[tuple[str, ...]]:
             continue
         for node in ast.walk(tree):
             callee = getattr(node, "func", None)
-            if not (isinstance(node, ast.Call) and getattr(callee, "id", getattr(callee, "attr", None)) == "load_extension"):
+            called = getattr(callee, "id", getattr(callee, "attr", None))   # f(...) or module.f(...)
+            if not (isinstance(node, ast.Call) and called == "load_extension"):
                 continue
             if node.args and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args):
-                spec = tuple(a.value for a in node.args)
-                if spec not in found:
-                    found.append(spec)
-    return found
+                found.setdefault(tuple(a.value for a in node.args))
+    return list(found)
 
 
 def up_to_date(spec: tuple[str, ...], capability: tuple[int, int]) -> bool:
@@ -104,7 +102,7 @@ def build_declared(paths: Iterable[Path], capability: tuple[int, int], log: Call
     names = ", ".join(s[0] for s in todo)
     log(f"building {len(todo)} CUDA extension(s) at once ({names}): once, then cached in build/ext/")
     started = time.monotonic()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
     procs = [subprocess.Popen([sys.executable, "-m", "common.cuda_ext", *spec], cwd=REPO_ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for spec in todo]
     failed = []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
-    """The CPU's marketing name ("model name" on x86, "Model"/"Hardware" on some ARM boards), else what platform says."""
+    """The CPU's marketing name ("model name" on x86, "Model"/"Hardware" on some ARM boards), else platform's."""
     try:
         for line in cpuinfo.read_text(errors="replace").splitlines():
             key, _, value = line.partition(":")

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 
 import torch
 
-_said = False
 
-
+@functools.lru_cache(maxsize=None)
 def _say_once(msg: str) -> None:
-    global _said
-    if not _said:
-        print(msg, file=sys.stderr)
-        _said = True
+    print(msg, file=sys.stderr)
 
 
 @contextlib.contextmanager

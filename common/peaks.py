@@ -50,20 +50,20 @@ def peaks_path(device: torch.device, peaks_dir: Path = PEAKS_DIR) -> Path:
     return peaks_dir / f"{device.type}-{slug}.json"
 
 
-def _burst_ms(fn, device, calls: int = BURST_CALLS, bursts: int = 3) -> float:
-    """Per-call time of the fastest of `bursts` bursts of `calls` calls after 5 warm-up calls (a benchmark loop's)."""
+def _burst_ms(fn, device) -> float:
+    """Per-call time of the fastest of 3 bursts, each 5 warm-up calls then BURST_CALLS timed (a benchmark loop's)."""
     best = float("inf")
-    for _ in range(bursts):
+    for _ in range(3):
         for _ in range(5):
             fn()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize(device)
         start.record()
-        for _ in range(calls):
+        for _ in range(BURST_CALLS):
             fn()
         end.record()
         torch.cuda.synchronize(device)
-        best = min(best, start.elapsed_time(end) / calls)
+        best = min(best, start.elapsed_time(end) / BURST_CALLS)
     return best
 
 
@@ -71,14 +71,14 @@ def _best_rate(calls: dict, flops: float, device, budget_s: float) -> tuple[floa
     """(best TFLOP/s, "<call>, <how>", sustained TFLOP/s of the fastest) of `calls` ({name: fn}). A benchmark loop
     times a burst, often on a chip idle a moment before (boost clocks, no power cap yet); the harness times under
     sustained load. The ceiling is the best of both: a burst of each after a 1 s pause, then the fastest sustained."""
-    on_gpu = torch.device(device).type == "cuda"
     rate = {}
-    for name, fn in calls.items():
-        if on_gpu:
+    if torch.device(device).type == "cuda":
+        for name, fn in calls.items():
             time.sleep(1.0)  # let the chip leave its power cap, as a user's fresh benchmark finds it
             rate[name] = flops / (_burst_ms(fn, device) * 1e-3) / 1e12
     fastest = max(rate, key=rate.get) if rate else next(iter(calls))
-    sustained = flops / (time_call(calls[fastest], device, budget_s=budget_s, compute_bound=True).median_ms * 1e-3) / 1e12
+    ms = time_call(calls[fastest], device, budget_s=budget_s, compute_bound=True).median_ms
+    sustained = flops / (ms * 1e-3) / 1e12
     if not rate or sustained >= rate[fastest]:
         return sustained, f"{fastest}, sustained", sustained
     return rate[fastest], f"{fastest}, burst", sustained
@@ -89,9 +89,9 @@ def _matmul_tflops(device, dtype, n, tf32: bool, budget_s) -> tuple[float, str, 
     g = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(n, n, device=device, dtype=dtype, generator=g)
     b = torch.randn(n, n, device=device, dtype=dtype, generator=g)
-    layouts = {"A·B": lambda: torch.mm(a, b), "A·Bᵀ": lambda: torch.mm(a, b.t()), "Aᵀ·B": lambda: torch.mm(a.t(), b)}
-    if torch.device(device).type != "cuda":
-        layouts = {"A·B": layouts["A·B"]}
+    layouts = {"A·B": lambda: torch.mm(a, b)}
+    if torch.device(device).type == "cuda":
+        layouts.update({"A·Bᵀ": lambda: torch.mm(a, b.t()), "Aᵀ·B": lambda: torch.mm(a.t(), b)})
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = tf32
     try:
@@ -121,6 +121,18 @@ def _fp8_tflops(device, n, budget_s) -> dict[str, tuple[float, str, float]]:
     return out
 
 
+def _gbps(fn, nbytes: int, device, budget_s: float) -> float:
+    """GB/s of `nbytes` moved by each call of `fn`, timed as the pairs are."""
+    return nbytes / (time_call(fn, device, budget_s=budget_s).median_ms * 1e-3) / 1e9
+
+
+def _copy_gbps(device, n_bytes: int, budget_s: float, to: str | None = None) -> float:
+    """A copy of `n_bytes` within `device` (bytes read + bytes written), or from it to the GPU `to` (bytes sent)."""
+    src = torch.randint(0, 2**31 - 1, (n_bytes // 4,), dtype=torch.int32, device=device)
+    dst = torch.empty_like(src, device=to or device)
+    return _gbps(lambda: dst.copy_(src), n_bytes if to else 2 * n_bytes, device, budget_s)
+
+
 def _duplex_gbps(host: torch.Tensor, dev: torch.Tensor, budget_s: float) -> float:
     """Both copy engines at once: host->device on one stream, device->host on another."""
     host_out = torch.empty_like(host).pin_memory()
@@ -137,15 +149,7 @@ def _duplex_gbps(host: torch.Tensor, dev: torch.Tensor, budget_s: float) -> floa
             host_out.copy_(dev_src, non_blocking=True)
         for s in (up, down):
             main.wait_stream(s)
-    ms = time_call(both, dev.device, budget_s=budget_s).median_ms
-    return 2 * host.numel() * host.element_size() / (ms * 1e-3) / 1e9
-
-
-def _p2p_gbps(budget_s: float) -> float:
-    src = torch.randint(0, 2**31 - 1, (64 << 20,), dtype=torch.int32, device="cuda:0")
-    dst = torch.empty(src.shape, dtype=src.dtype, device="cuda:1")
-    ms = time_call(lambda: dst.copy_(src), src.device, budget_s=budget_s).median_ms
-    return src.numel() * 4 / (ms * 1e-3) / 1e9
+    return _gbps(both, 2 * host.numel() * host.element_size(), dev.device, budget_s)
 
 
 def collective_peaks(nproc: int, device_type: str, log=print, extra: tuple = ()) -> dict | None:
@@ -170,31 +174,25 @@ def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dic
     on_gpu = device.type == "cuda"
     peaks: dict = {"device": device_name(device), "device_type": device.type, "torch": torch.__version__,
                    "version": PEAKS_VERSION}
-    n_bytes = (1 << 30) if on_gpu else (256 << 20)
-    src = torch.randint(0, 2**31 - 1, (n_bytes // 4,), dtype=torch.int32, device=device)
-    dst = torch.empty_like(src)
-    peaks["copy_gbps"] = 2 * n_bytes / (time_call(lambda: dst.copy_(src), device, budget_s=budget_s).median_ms * 1e-3) / 1e9
+    peaks["copy_gbps"] = _copy_gbps(device, (1 << 30) if on_gpu else (256 << 20), budget_s)
     log(f"  copy            {peaks['copy_gbps']:8.1f} GB/s (read + write)")
-    del src, dst
     if on_gpu:
         host = torch.randint(0, 2**31 - 1, (64 << 20,), dtype=torch.int32).pin_memory()
         dev = torch.empty(host.shape, dtype=host.dtype, device=device)
-        ms = time_call(lambda: dev.copy_(host, non_blocking=True), device, budget_s=budget_s).median_ms
-        peaks["h2d_gbps"] = host.numel() * 4 / (ms * 1e-3) / 1e9
+        peaks["h2d_gbps"] = _gbps(lambda: dev.copy_(host, non_blocking=True), host.numel() * 4, device, budget_s)
         log(f"  host->device    {peaks['h2d_gbps']:8.1f} GB/s (pinned)")
         peaks["duplex_gbps"] = _duplex_gbps(host, dev, budget_s)
         log(f"  both ways       {peaks['duplex_gbps']:8.1f} GB/s (host->device and device->host at once)")
         del host, dev
         if torch.cuda.device_count() > 1:
-            peaks["p2p_gbps"] = _p2p_gbps(budget_s)
+            peaks["p2p_gbps"] = _copy_gbps(torch.device("cuda:0"), 256 << 20, budget_s, to="cuda:1")
             log(f"  GPU0 -> GPU1    {peaks['p2p_gbps']:8.1f} GB/s")
             peaks["nccl"] = collective_peaks(torch.cuda.device_count(), "cuda", log=log)
     n = 8192 if on_gpu else 1024
     rates, how, sustained = {}, {}, {}
-    for prec, dtype, tf32 in (("fp32", torch.float32, False), ("tf32", torch.float32, True),
-                              ("bf16", torch.bfloat16, False), ("fp16", torch.float16, False)):
-        if not on_gpu and prec != "fp32":
-            continue  # a CPU has no such matrix units; fp32 stands in below
+    precisions = (("fp32", torch.float32, False), ("tf32", torch.float32, True),
+                  ("bf16", torch.bfloat16, False), ("fp16", torch.float16, False))
+    for prec, dtype, tf32 in precisions if on_gpu else precisions[:1]:  # a CPU has no such units: fp32 stands in
         rates[prec], how[prec], sustained[prec] = _matmul_tflops(device, dtype, n, tf32, budget_s)
         log(f"  matmul {prec:5s}    {rates[prec]:8.2f} TFLOP/s ({n}^3, {how[prec]}; sustained {sustained[prec]:.2f})")
     if on_gpu:
@@ -221,7 +219,8 @@ def load_or_measure(device: torch.device, refresh: bool = False, peaks_dir: Path
                 return cached
         except json.JSONDecodeError:
             pass  # a damaged cache is measured again
-    log(f"measuring the ceilings of {device_name(torch.device(device))} (cached in {path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path})")
+    where = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+    log(f"measuring the ceilings of {device_name(torch.device(device))} (cached in {where})")
     peaks = measure_peaks(torch.device(device), log=log)
     atomic_write_json(path, peaks)
     return peaks

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from common.timing import time_call
+from common.timing import max_over_ranks, time_call
 
 
 def main(argv=None) -> int:
@@ -31,29 +31,23 @@ def main(argv=None) -> int:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if a.device == "cuda":
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        device, dtype = torch.device("cuda", int(os.environ["LOCAL_RANK"])), torch.bfloat16
         dist.init_process_group("nccl")
-        dtype = torch.bfloat16
     else:
         device, dtype = torch.device("cpu"), torch.float32  # Gloo reduces fp32
         dist.init_process_group("gloo")
-    agree_dev = device
 
-    def agree(x: float) -> float:
-        t = torch.tensor([float(x)], dtype=torch.float64, device=agree_dev)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return float(t.item())
+    def all_reduce(nbytes: float) -> tuple[int, float]:
+        """(bytes, ms of the slowest rank) of an all-reduce of about `nbytes`."""
+        buf = torch.randn(int(nbytes) // torch.tensor([], dtype=dtype).element_size(), device=device).to(dtype)
+        ms = time_call(lambda: dist.all_reduce(buf), device, budget_s=a.budget, agree=max_over_ranks).median_ms
+        return buf.numel() * buf.element_size(), max_over_ranks(ms)
 
-    out = {"world_size": world, "backend": dist.get_backend()}
-    for name, nbytes in (("large", a.large_mib * 2**20), ("small", a.small_kib * 2**10)):
-        n = int(nbytes) // torch.tensor([], dtype=dtype).element_size()
-        buf = torch.randn(n, device=device).to(dtype)
-        ms = agree(time_call(lambda: dist.all_reduce(buf), device, budget_s=a.budget, agree=agree).median_ms)
-        if name == "large":
-            out["allreduce_bytes"] = n * buf.element_size()
-            out["allreduce_busbw_gbps"] = n * buf.element_size() / (ms * 1e-3) / 1e9 * 2 * (world - 1) / world
-        else:
-            out.update(allreduce_small_bytes=n * buf.element_size(), allreduce_small_us=ms * 1e3)
+    large, large_ms = all_reduce(a.large_mib * 2**20)
+    small, small_ms = all_reduce(a.small_kib * 2**10)
+    out = {"world_size": world, "backend": dist.get_backend(), "allreduce_bytes": large,
+           "allreduce_busbw_gbps": large / (large_ms * 1e-3) / 1e9 * 2 * (world - 1) / world,
+           "allreduce_small_bytes": small, "allreduce_small_us": small_ms * 1e3}
     if rank == 0:
         a.out.write_text(json.dumps(out, indent=2))
     dist.destroy_process_group()

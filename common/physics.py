@@ -55,7 +55,8 @@ def floors_ms(w: Workload, bound: str, peaks: dict, precision: str, algorithm_fi
         out.append((f"{what} at {bw[1]:.4g} GB/s ({bw[0]})", must / (bw[1] * 1e9) * 1e3))
     rate = (peaks.get("matmul_tflops") or {}).get(precision)
     if algorithm_fixed and w.flops and rate and bound == "compute":
-        out.append((f"{w.flops / 1e9:.4g} GFLOP at {rate:.4g} TFLOP/s ({precision} matmul)", w.flops / (rate * 1e12) * 1e3))
+        what = f"{w.flops / 1e9:.4g} GFLOP at {rate:.4g} TFLOP/s ({precision} matmul)"
+        out.append((what, w.flops / (rate * 1e12) * 1e3))
     return out
 
 

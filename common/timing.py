@@ -1,34 +1,21 @@
 """Time prepared calls the way a user's loop sees them.
 
-GPU: warm up under sustained load until the per-call time settles; then take samples, each bracketed
-by CUDA events on the current stream, without syncing between samples (the queue stays full, as in a
-training loop), in rounds of about 50 ms (at least 5 samples; a call of seconds gets rounds of one);
-repeat until the median's 95% confidence interval is under 1% of it or the time budget is spent.
+GPU: after a warm-up under sustained load, samples bracketed by CUDA events on the current stream, with no sync
+between them (the queue stays full, as in a training loop), in rounds of about 50 ms, until the median's 95%
+confidence interval is under 1% of it or the budget is spent. CPU: the same with time.perf_counter. Calls
+compared with each other (a baseline and its variants) are timed in interleaved rounds (`time_rounds`), so
+whatever drifts meanwhile (clocks, the host's other work, allocator and cache state) falls on all alike.
 
-Calls compared with each other (a baseline and a variant) are timed together (`time_rounds`): one
-round of each in turn, forwards then backwards, so whatever drifts while they are timed (clocks, the
-host's other work, allocator and cache state) falls on both; `paired_speedup` is the median of the
-per-round ratios. The last call of rounds 1, 2, 4, 8, ... can be kept and checked by the caller: an
-answer given at the loop's pace (common.run). `two_modes` finds samples that fall at two levels.
+Given `feed`, every sample is one call, and before it `feed(i)` writes a value set never seen before into the
+per-call inputs (then, for memory-bound pairs, L2 is scrubbed), outside the events: as in a real loop, which
+never calls a step twice on the same values, a variant that keeps earlier results gains nothing, and the
+writing costs it nothing. Without `feed` (the validation scripts), a sample under 1 ms is a batch of calls.
 
-New input values before every sample. A real loop never calls a step twice on the same values, so
-the harness does not either: given `feed`, every sample is one call, and before it `feed(i)` writes a
-value set the variant has never seen into the per-call inputs (then, for memory-bound pairs, L2 is
-scrubbed), both *outside* the sample's events. A variant that keeps results of earlier calls gains
-nothing in the number reported, and the writing of the inputs costs it nothing either. Without `feed`
-(the validation scripts), a sample shorter than 1 ms is a batch of calls on the same values.
-
-Every round of samples (about 50 ms of work) starts with an event recorded before anything else of the
-round and ends with a device-wide sync; its host wall time is compared with the span between that event
-and the round's last one. Work that escapes the caller's stream (a side stream nobody joins) finishes
-after the last event: the wall clock sees it and the events do not. The variant is marked, and re-timed
-with a device-wide sync around every sample, when the *median* round's wall time exceeds its span by
-more than 5% (a single slow round is the host, not the variant: the first round once paid for loading
-the scrubber's kernel, outside the old span). The harness also reads each verified output on the
-caller's stream before a device-wide sync: an output still being written by unjoined work fails
-verification there (common.run).
-
-CPU: the same loop with time.perf_counter.
+Work that escapes the caller's stream (a side stream nobody joins) ends after the last event, unseen by the
+events but not by the host clock: where the *median* round's wall time exceeds its event span by over 5% (one
+slow round is the host: the first round once paid for loading the scrubber's kernel), the variant is marked and
+re-timed with a device-wide sync around every sample. The harness also reads each verified output on the
+caller's stream before a device-wide sync: an output still being written by unjoined work fails there.
 """
 from __future__ import annotations
 
@@ -91,8 +78,17 @@ class Timing:
         return dataclasses.asdict(self)
 
 
+def median_interval(sorted_x: list[float]) -> tuple[float, float]:
+    """The distribution-free 95% interval of the median (order statistics), as (low, high)."""
+    n = len(sorted_x)
+    half = 1.96 * math.sqrt(n) / 2
+    lo = max(0, math.floor(n / 2 - half) - 1)
+    hi = min(n - 1, math.ceil(n / 2 + half))
+    return sorted_x[lo], sorted_x[hi]
+
+
 def median_ci_rel(sorted_x: list[float]) -> float:
-    """Width of the distribution-free 95% CI of the median (order statistics), relative to it."""
+    """Width of the median's 95% interval (`median_interval`), relative to the median."""
     if len(sorted_x) < 3:
         return math.inf
     lo, hi = median_interval(sorted_x)
@@ -121,17 +117,15 @@ def summarize(per_call_s: list[float], calls: int, timer: str, flush: bool, warm
 class L2Scrubber:
     """Puts L2 in the state a memory-bound call meets in a loop of itself, before each of its samples.
 
-    First it reads a buffer twice the size of L2: every line of the last call's data is evicted, and what was
-    dirty is written back here, outside the events. Then it writes as many bytes as the call returns
-    (`output_bytes`, up to L2's size; the harness gives the baseline's output, which every variant must
-    match): in a loop, the previous call's output would sit in L2 unwritten, and writing it back while the
-    call reads is part of what the call costs. Writes a call makes besides its output (intermediates) are
-    not counted: their last L2 of write-back, at most, goes unpaid.
-    Neither half alone is honest. On the H100 (profiles/h100/ch13-d19f8c2/probe.md, against a loop of the
-    call with no scrub): a scrub that writes its whole buffer (as triton.testing.do_bench's does) leaves all
-    of L2 dirty, and a call that writes little pays the write-back of ~50 MB it never wrote, +9.2 us on a
-    235 MiB read; a scrub that only reads lets a call that writes a lot leave its last L2 of writes to the
-    scrub, outside its events, -5.0 us on a 235 MiB copy. This one: +0.6 and +1.0 us."""
+    It reads a buffer twice L2's size (evicting the last call's data, dirty lines written back here, outside the
+    events), then writes as many bytes as the call returns (`output_bytes`, up to L2's size; the harness gives
+    the baseline's output, which every variant must match): in a loop, the previous output would sit in L2
+    unwritten, and its write-back while the call reads is part of the call's cost (intermediates are not
+    counted: at most their last L2 of write-back goes unpaid). Neither half alone is honest. On the H100
+    (profiles/h100/ch13-d19f8c2/probe.md, against a loop of the call with no scrub): a scrub that writes its
+    whole buffer (as triton.testing.do_bench's does) leaves L2 dirty, and a call that writes little pays the
+    write-back of ~50 MB it never wrote, +9.2 us on a 235 MiB read; a scrub that only reads lets a call that
+    writes a lot leave its last L2 of writes to the scrub, -5.0 us on a 235 MiB copy. This one: +0.6 and +1.0 us."""
 
     def __init__(self, device: torch.device):
         props = torch.cuda.get_device_properties(device)
@@ -178,33 +172,33 @@ def _sync(device: torch.device):
         torch.cuda.synchronize(device)
 
 
-def _one_call_s(fn: Callable[[], Any], device: torch.device) -> float:
+def _synced(fn: Callable[[], Any], device: torch.device, calls: int = 1) -> tuple[float, Any]:
+    """Host seconds of `calls` back-to-back calls between two device syncs, and the last call's output."""
     _sync(device)
     t0 = time.perf_counter()
-    fn()
+    out = None
+    for _ in range(calls):
+        out = fn()
     _sync(device)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, out
 
 
 def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
             agree: Callable[[float], float], min_s: float = WARMUP_MIN_S) -> tuple[float, int]:
     """Load the device back to back until the per-call time settles. Returns (estimate_s, calls made).
 
-    Synced calls first take the one-time costs (kernel selection, allocation, compilation):
-    the first, then two more that count towards `budget_s` (one, where it alone spends the
-    budget), so calls of seconds stop there.
-    Then windows of ~25 ms of back-to-back calls run until three in a row agree within
-    1%, after at least `min_s`: a GPU under sustained load lowers
-    its clocks to stay within its power budget, and every number the harness
-    reports is taken in that steady state. Memory- and launch-bound work settles
-    within WARMUP_MIN_S; dense matrix work heats the chip and settles over seconds
-    (an 8192^3 bf16 GEMM on an H100 goes from ~1.40 ms on a cool GPU to ~1.62 ms,
-    its SM clock from 1980 to ~1350-1450 MHz), hence COMPUTE_WARMUP_S for it.
+    Synced calls first take the one-time costs (kernel selection, allocation, a lazy NCCL or cuBLAS init): the
+    first, then two more that count towards `budget_s` (one, where it alone spends the budget), so calls of
+    seconds stop there. Then ~25 ms windows of back-to-back calls run until three in a row agree within 1%,
+    after at least `min_s`: a GPU under sustained load lowers its clocks to stay within its power budget, and
+    the harness reports that steady state. Memory- and launch-bound work settles within WARMUP_MIN_S; dense
+    matrix work heats the chip over seconds (an 8192^3 bf16 GEMM on an H100 goes from ~1.40 ms cool to
+    ~1.62 ms, its SM clock from 1980 to ~1350-1450 MHz), hence COMPUTE_WARMUP_S.
     """
-    first = [_one_call_s(fn, device)]   # its one-time costs (a lazy NCCL or cuBLAS init) are not warm-up
-    start = time.perf_counter()         # the next two count: two calls of seconds each are warm-up enough,
-    for _ in range(2):                  # and one that alone spends the budget is
-        first.append(_one_call_s(fn, device))
+    first = [_synced(fn, device)[0]]
+    start = time.perf_counter()
+    for _ in range(2):
+        first.append(_synced(fn, device)[0])
         if agree(time.perf_counter() - start) > budget_s:   # (budget_s >= min_s: every caller's is)
             break
     est = agree(statistics.median(first[1:]))   # the counted calls: the first may hold one-time costs
@@ -217,12 +211,7 @@ def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
                    and max(last) - min(last) <= WARMUP_AGREE * statistics.median(last))
         if agree(0.0 if (settled or elapsed > budget_s) else 1.0) == 0.0:
             break
-        _sync(device)
-        t0 = time.perf_counter()
-        for _ in range(per_window):
-            fn()
-        _sync(device)
-        windows.append((time.perf_counter() - t0) / per_window)
+        windows.append(_synced(fn, device, per_window)[0] / per_window)
     return agree(statistics.median(windows[-3:] or first[1:])), len(first) + per_window * len(windows)
 
 
@@ -278,7 +267,6 @@ class Timed:
     fn: Callable[[], Any]
     between: Between
     context: Callable[[], Any] = contextlib.nullcontext   # entered around each of its rounds (numerics flags)
-    est_s: float = 0.0
     calls: int = 1
     rnd: int = 5
     streak: int = KEPT_STREAK   # a kept round runs at least this many samples (common.timing._streak)
@@ -290,19 +278,16 @@ class Timed:
 
 
 def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | None, Any]:
-    """One round of `t.rnd` samples timed with CUDA events, and its wall-over-span ratio.
-
-    The round's span starts with an event recorded before its first feed and scrub: everything the
-    round launches on the caller's stream lies between that event and the last one. With `keep`, the
-    round runs at least `t.streak` samples and the output of its last call (the one with the most calls back to back before it) is copied
-    after that sample's closing event, so the copy is not timed: a GPU output on the caller's stream, a host
-    output (written by a non_blocking copy back) once the caller's stream has finished, as a caller reads it.
-    """
+    """One round of `t.rnd` samples timed with CUDA events, and its wall-over-span ratio. The span starts with
+    an event recorded before the first feed and scrub: all the round launches on the caller's stream lies between
+    that event and the last one. With `keep`, the round runs at least `t.streak` samples, and the output of its
+    last call (the one with the most calls back to back before it) is copied after that sample's closing event,
+    so the copy is not timed."""
     torch.cuda.synchronize(device)
     t0 = time.perf_counter()
     first = torch.cuda.Event(enable_timing=True)
     first.record()
-    pending, kept, out = [], None, None
+    pending, out = [], None
     for _ in range(max(t.rnd, t.streak) if keep else t.rnd):
         t.between()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -312,10 +297,9 @@ def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | No
         e.record()
         pending.append((s, e))
     on_host = keep and _on_host(out)
-    if keep:
-        if on_host:  # a caller reads a host output (a non_blocking copy back) once its stream has finished
-            torch.cuda.current_stream().synchronize()
-        kept = _clone(out)
+    if on_host:  # a caller reads a host output (a non_blocking copy back) once its stream has finished
+        torch.cuda.current_stream().synchronize()
+    kept = _clone(out) if keep else None   # a GPU output: on the caller's stream
     torch.cuda.synchronize(device)
     wall = time.perf_counter() - t0
     span = first.elapsed_time(pending[-1][1]) * 1e-3
@@ -331,31 +315,15 @@ def _round_wall(t: Timed, device: torch.device, keep: bool) -> tuple[list[float]
     times, out = [], None
     for _ in range(max(t.rnd, t.streak) if keep else t.rnd):
         t.between()
-        _sync(device)
-        t0 = time.perf_counter()
-        for _ in range(t.calls):
-            out = t.fn()
-        _sync(device)
-        times.append((time.perf_counter() - t0) / t.calls)
+        seconds, out = _synced(t.fn, device, t.calls)
+        times.append(seconds / t.calls)
     return times, (_clone(out) if keep else None)
 
 
-def median_interval(sorted_x: list[float]) -> tuple[float, float]:
-    """The distribution-free 95% interval of the median (order statistics), as (low, high)."""
-    n = len(sorted_x)
-    half = 1.96 * math.sqrt(n) / 2
-    lo = max(0, math.floor(n / 2 - half) - 1)
-    hi = min(n - 1, math.ceil(n / 2 + half))
-    return sorted_x[lo], sorted_x[hi]
-
-
 def paired_speedup(base_round_s: list[float], round_s: list[float]) -> tuple[float, tuple[float, float]] | None:
-    """The speedup from rounds timed in turn: the median of the per-round ratios (the baseline's round
-    median over the variant's, each pair of rounds taken back to back) and that median's 95% interval.
-
-    A ratio of two rounds a few tens of ms apart is blind to what drifts more slowly (clocks, the host's
-    other work, allocator and cache state): that drift falls on both sides of each ratio alike.
-    """
+    """The speedup from rounds timed in turn: the median of the per-round ratios (the baseline's round median
+    over the variant's, each pair of rounds taken back to back) and that median's 95% interval. A ratio of two
+    rounds a few tens of ms apart is blind to what drifts more slowly: that falls on both sides alike."""
     ratios = sorted(b / v for b, v in zip(base_round_s, round_s) if b > 0 and v > 0)
     if len(ratios) < 3:
         return None
@@ -363,13 +331,10 @@ def paired_speedup(base_round_s: list[float], round_s: list[float]) -> tuple[flo
 
 
 def two_modes(per_call_s: list[float]) -> dict | None:
-    """Two well separated levels in one variant's samples, or None.
-
-    The samples' logarithms are split where the two groups' spread is smallest (Otsu's rule); two modes
-    are said only where each group holds at least 10% of the samples, the upper level is at least 1.5x
-    the lower, and the groups stand apart by more than three times their spread (Ashman's D > 3). A
-    long tail of slow samples (a descheduled host) is one mode with a tail, not two.
-    """
+    """Two well separated levels in one variant's samples, or None. The samples' logarithms are split where the
+    two groups' spread is smallest (Otsu's rule); two modes are said only where each group holds at least 10% of
+    the samples, the upper level is at least 1.5x the lower, and the groups stand apart by more than three times
+    their spread (Ashman's D > 3). A long tail of slow samples (a descheduled host) is one mode, not two."""
     xs = sorted(math.log(x) for x in per_call_s if x > 0)
     n = len(xs)
     if n < 20:
@@ -430,24 +395,23 @@ def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float =
                 agree: Callable[[float], float] = None, compute_bound: bool = False,
                 check: Callable[[int, Timed, Any], None] | None = None,
                 guard: Callable[[Callable[[], Any]], Any] | None = None) -> None:
-    """Time every entry in interleaved rounds until each is known well enough (see the module docstring).
+    """Time every entry in interleaved rounds until each is known well enough; fills per_call, round_s, wall_ratios.
 
-    Round r runs one round of every live entry, forwards on even r and backwards on odd r (ABBA), so a
-    drift falls on each entry alike and each variant's round sits beside the baseline's (entry 0).
-    `check(index, entry, kept)` is called after the check rounds (1st, 2nd, 4th, 8th, ...) with the kept
-    output of the round's last call; raising fails that entry. `guard(step)` runs each entry's round (in
-    several processes: every rank agrees on a failure); an entry whose round raises is dropped, its
-    exception in `entry.error`, and the others go on. Fills each entry's per_call, round_s, wall_ratios.
+    Round r runs one round of every live entry, forwards on even r and backwards on odd r (ABBA), so a drift
+    falls on each entry alike and each variant's round sits beside the baseline's (entry 0). `check(index,
+    entry, kept)` is called after the check rounds (1st, 2nd, 4th, 8th, ...) with the output of the round's last
+    call; raising fails that entry. `guard(step)` runs each entry's round (in several processes: every rank
+    agrees on a failure); an entry whose round raises is dropped, its exception in `entry.error`.
     """
     agree, guard = agree or _alone, guard or (lambda step: step())
     device = torch.device(device)
     on_gpu = device.type == "cuda"
     for i, t in enumerate(entries):   # the first entry's warm-up heats the chip for all
         min_s = COMPUTE_WARMUP_S if compute_bound and on_gpu and i == 0 else WARMUP_MIN_S
+        warm_s = max(min_s, min(2.0, budget_s))
         try:
             with t.context():
-                est, t.warmup_calls = guard(lambda: warm_up(t.fn, device, max(min_s, min(2.0, budget_s)), agree, min_s))
-                t.est_s = est
+                est, t.warmup_calls = guard(lambda: warm_up(t.fn, device, warm_s, agree, min_s))
                 t.calls = _calls_per_sample(est, fed=t.between.feed is not None)
                 guard(t.between)  # once before any round: the first feed or scrub can load a kernel
                 _sync(device)
@@ -460,7 +424,9 @@ def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float =
             t.error = e
     live = [t for t in entries if t.error is None]
     started, r = time.perf_counter(), 0
-    while live and not agree(0.0 if _settled(live, time.perf_counter() - started, budget_s * len(entries)) else 1.0) == 0.0:
+    while live:
+        if agree(0.0 if _settled(live, time.perf_counter() - started, budget_s * len(entries)) else 1.0) == 0.0:
+            break   # every process settled (`agree` takes the max over processes)
         keep = check is not None and (r & (r + 1)) == 0   # rounds 0, 1, 3, 7, 15, ...
         for t in (live if r % 2 == 0 else live[::-1]):
             try:
@@ -503,13 +469,6 @@ def wall_check(ratios: list[float]) -> dict:
             "max_wall_over_event_span": max(ratios), "escaped": typical > ESCAPE_RATIO}
 
 
-def _sample_wall(fn, device, calls, between: Between, budget_s, agree) -> list[float]:
-    """Host clock around each sample (with a device-wide sync on a GPU): nothing can escape it."""
-    t = Timed(fn, between, calls=calls, rnd=1)
-    _rounds_alone(t, device, budget_s, agree, events=False)
-    return t.per_call
-
-
 def back_to_back_calls(call_s: float) -> int:
     """Three calls back to back, or two where a call takes over SLOW_ROUND_S (the second still follows the
     first with nothing between them)."""
@@ -527,16 +486,11 @@ def back_to_back(fn: Callable[[], Any], feed_b: Callable[[], Any], calls: int = 
 
 
 def gpu_state(device: torch.device) -> dict | None:
-    """SM clock (MHz), power (W) and temperature (C) from NVML, or None where NVML is not installed.
-
-    Read right after timing, it shows the state the numbers were taken in: under sustained
-    load an H100 runs below its 1980 MHz boost clock to stay within its power limit.
+    """SM clock (MHz), power (W) and temperature (C) from NVML, or None where NVML is not installed. Read right
+    after timing: under sustained load an H100 runs below its 1980 MHz boost clock to stay within its power limit.
     """
     try:
         import pynvml
-    except ImportError:
-        return None
-    try:
         pynvml.nvmlInit()
         index = device.index if device.index is not None else torch.cuda.current_device()
         h = pynvml.nvmlDeviceGetHandleByIndex(index)
@@ -544,7 +498,7 @@ def gpu_state(device: torch.device) -> dict | None:
                 "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
                 "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
                 "temp_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)}
-    except Exception:  # NVML present but not usable here (container, MIG): no state, no failure
+    except Exception:  # NVML not installed, or not usable here (container, MIG): no state, no failure
         return None
 
 
@@ -555,8 +509,8 @@ def _alone(x: float) -> float:
 def max_over_ranks(x: float) -> float:
     """max() of a number over every rank of the default process group: `agree` for several processes, so that
     every rank takes the timer's decisions (and the number reported) together."""
-    t = torch.tensor([float(x)], dtype=torch.float64,
-                     device=torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu")
+    on = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+    t = torch.tensor([float(x)], dtype=torch.float64, device=on)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return float(t.item())
 
@@ -573,8 +527,11 @@ def finish(t: Timed, device: torch.device, *, budget_s: float = BUDGET_S, agree:
         check["escaped"] = bool(agree(float(check["escaped"])))
         per_call = t.per_call
         if check["escaped"]:
-            per_call = _sample_wall(t.fn, device, t.calls, t.between, budget_s, agree)
-        timing = summarize(per_call, t.calls, "wall_sync" if check["escaped"] else "cuda_event", flushed, t.warmup_calls)
+            again = Timed(t.fn, t.between, calls=t.calls, rnd=1)
+            _rounds_alone(again, device, budget_s, agree, events=False)
+            per_call = again.per_call
+        timer = "wall_sync" if check["escaped"] else "cuda_event"
+        timing = summarize(per_call, t.calls, timer, flushed, t.warmup_calls)
         timing.wall_check, timing.gpu_state = check, state
     timing.fed_new_values = t.between.feed is not None
     timing.rounds = len(t.round_s)
@@ -600,15 +557,10 @@ def time_together(calls: dict[str, Callable[[], Any]], device: torch.device, *, 
 def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool | Callable[[], Any] = False,
               budget_s: float = BUDGET_S, agree: Callable[[float], float] = _alone,
               compute_bound: bool = False, feed: Callable[[int], Any] | None = None) -> Timing:
-    """Median per-call time of `fn` on `device` (see the module docstring for the method).
-
-    `feed(i)` writes the i-th new value set into the call's inputs before each sample (outside the
-    timing). `flush_l2` is True (make a scrubber here) or a scrubber made by the caller (so its buffer
-    is allocated outside a variant's memory measurement). `compute_bound` work on a GPU warms up for
-    at least COMPUTE_WARMUP_S (see warm_up). `agree` reduces a number across processes (max); the
-    default is a single process. Several callables compared with each other are timed together, in
-    interleaved rounds: `time_rounds`.
-    """
+    """Median per-call time of `fn` on `device`. `feed(i)` writes the i-th new value set into the call's inputs
+    before each sample. `flush_l2` is True (make a scrubber here) or a scrubber made by the caller (so its buffer
+    is allocated outside a variant's memory measurement). `compute_bound` work on a GPU warms up for at least
+    COMPUTE_WARMUP_S. `agree` reduces a number across processes (max); the default is a single process."""
     device = torch.device(device)
     flush = ((L2Scrubber(device) if flush_l2 is True else flush_l2) or None) if device.type == "cuda" else None
     if flush_l2 is True and flush is not None:   # made here: it leaves L2 as dirty as fn's output (L2Scrubber)
@@ -622,16 +574,10 @@ def time_call(fn: Callable[[], Any], device: torch.device, *, flush_l2: bool | C
 
 
 def loop_ms(fn: Callable[[], Any], device: torch.device, calls: int = 1000, warmup: int = 20) -> float:
-    """Milliseconds per call over `calls` back-to-back calls between two device syncs, on the host's clock.
-
-    Not the harness's method (no events, no new values, no rounds): the rate a plain loop sees, for the
-    scripts that show what a loop pays per call or check the harness against an independent timer."""
+    """Milliseconds per call over `calls` back-to-back calls between two device syncs, on the host's clock. Not
+    the harness's method (no events, no new values, no rounds): the rate a plain loop sees, for the scripts that
+    show what a loop pays per call or check the harness against an independent timer."""
     device = torch.device(device)
     for _ in range(warmup):
         fn()
-    _sync(device)
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    _sync(device)
-    return (time.perf_counter() - t0) * 1e3 / calls
+    return _synced(fn, device, calls)[0] * 1e3 / calls

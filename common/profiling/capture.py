@@ -13,6 +13,7 @@ from common import nvtx
 
 
 def torch_trace(fn, label: str, outdir: Path, calls: int = 5) -> str:
+    """A torch.profiler trace of `calls` calls, each in a range named `label`; returns the trace's path."""
     Path(outdir).mkdir(parents=True, exist_ok=True)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     with profile(activities=acts) as prof:
@@ -41,19 +42,16 @@ def capture_range(fn, label: str, calls: int = 5) -> None:
 
 def profile_calls(fn, label: str, mode: str | None, outdir: Path | None, calls: int = 5) -> str | None:
     """Run a few calls again under the requested profiler; returns the trace path for "torch"."""
-    if not mode:
-        return None
     if mode == "torch":
         return torch_trace(fn, label, outdir, calls)
-    capture_range(fn, label, calls)
+    if mode:
+        capture_range(fn, label, calls)
     return None
 
 
 def count_launches(fn, calls: int = 3) -> dict | None:
-    """Kernels executed and launch API calls made per call, from torch.profiler (GPU only).
-
-    kernels_per_call counts GPU kernel executions (a graph replay counts each kernel it runs);
-    launch_calls_per_call counts the host's launch API calls (cudaLaunchKernel, cuLaunchKernel,
+    """Per call, from torch.profiler: kernels_per_call, GPU kernel executions (a graph replay counts each kernel
+    it runs), and launch_calls_per_call, the host's launch API calls (cudaLaunchKernel, cuLaunchKernel,
     cudaGraphLaunch, ...). None where there is no GPU or the profiler is unavailable."""
     if not torch.cuda.is_available():
         return None
