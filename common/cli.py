@@ -16,7 +16,6 @@ import itertools
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import torch
 
 from common import peaks as ceilings
 from common.cuda_ext import build_declared
-from common.discover import VARIANT_RULE, UnknownSelection, load_pair, pair_files, select
+from common.discover import CHAPTER_DIR, VARIANT_RULE, UnknownSelection, load_pair, pair_files, select
 from common.files import RUNS_DIR, new_run_folder, run_name  # user runs; committed reports live in profiles/<gpu>/
 from common.host import host_info
 from common.launch import SPARE_AFTER, RunSpec, Spare, run_in_subprocess, tool_missing, worker_env
@@ -105,19 +104,18 @@ def build_parser(pair_file: Path | None = None) -> argparse.ArgumentParser:
                     help="default: cuda when a GPU is visible, else cpu, e.g. --device cpu to try the CPU paths")
     ap.add_argument("--budget", type=float, metavar="S", help=f"timing budget per variant in seconds (default "
                     f"{BUDGET_S:g}, --quick {QUICK_BUDGET_S}), e.g. --budget 5")
-    ap.add_argument("--timeout", type=float, default=600, metavar="S",
-                    help="stop a pair's process S seconds after it has loaded the pair (its start and the torch import "
-                         "are not counted) and record it as failed, keeping the variants it finished (default 600), "
-                         "e.g. --timeout 120")
+    ap.add_argument("--timeout", type=float, default=600, metavar="S", help="stop a pair's process S seconds after "
+                    "it has loaded the pair (its start and the torch import are not counted) and record it as failed, "
+                    "keeping the variants it finished (default 600), e.g. --timeout 120")
     ap.add_argument("--sizes", type=int, nargs="+", metavar="N", help="run each pair that takes a size once per size, "
                     "one report row each (what a size counts is the pair's: its baseline's SWEEP says); pairs that "
                     "take none are left out, e.g. --sizes 4096 8192")
     ap.add_argument("--dtypes", nargs="+", choices=SWEEP_DTYPES, metavar="DTYPE",
                     help=f"as --sizes, for the input dtype ({', '.join(SWEEP_DTYPES)}); with --sizes, every "
                          f"combination, e.g. --dtypes float32 bfloat16")
-    ap.add_argument("--profile", choices=("torch", "nsys", "ncu"),
-                    help="also profile each variant's timed call: torch.profiler trace (Chrome/Perfetto JSON), "
-                         "or an nsys / ncu report, written next to results.json, e.g. --profile torch")
+    ap.add_argument("--profile", choices=("torch", "nsys", "ncu"), help="also profile each variant's timed call: "
+                    "torch.profiler trace (Chrome/Perfetto JSON), or an nsys / ncu report, written next to "
+                    "results.json, e.g. --profile torch")
     ap.add_argument("--output", type=Path, metavar="DIR", help=(
         "also write the report (results.json, summary.md, figures) into DIR; default: print the comparison only, "
         "e.g. --output /tmp/run1" if pair_file else
@@ -125,14 +123,12 @@ def build_parser(pair_file: Path | None = None) -> argparse.ArgumentParser:
         "e.g. --output /tmp/run1"))
     if pair_file:
         return ap
-    ap.add_argument("--peaks", action="store_true",
-                    help="(re)measure this device's ceilings (copy GB/s, matmul TFLOP/s per dtype, launch µs) and "
-                         "cache them in profiles/peaks/; alone, only that, e.g. --peaks")
-    ap.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"),
-                    help="print per-variant changes between two results.json files, or two folders of several "
-                         "runs each (each variant's interval then spans its runs': host-bound pairs move more "
-                         "between runs than within one); exit 1 on regressions, e.g. --compare "
-                         "profiles/a/results.json profiles/b/results.json, or --compare before/ after/")
+    ap.add_argument("--peaks", action="store_true", help="(re)measure this device's ceilings (copy GB/s, matmul "
+                    "TFLOP/s per dtype, launch µs) and cache them in profiles/peaks/; alone, only that, e.g. --peaks")
+    ap.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"), help="print per-variant changes between "
+                    "two results.json files, or two folders of several runs each (each variant's interval then spans "
+                    "its runs': host-bound pairs move more between runs than within one); exit 1 on regressions, e.g. "
+                    "--compare profiles/a/results.json profiles/b/results.json, or --compare before/ after/")
     ap.add_argument("--root", type=Path, default=REPO_ROOT, help=argparse.SUPPRESS)  # chapters elsewhere (tests)
     ap.add_argument("--no-report", action="store_true", help="print the comparison only; write no files (what "
                     "running a pair file does), e.g. --no-report --pair batched_gemm")
@@ -150,7 +146,7 @@ def _shown(p: Path) -> str:
 
 
 def _stdout(cmd: list[str], timeout: float, cwd: Path | None = None) -> str | None:
-    """cmd's stdout, stripped, or None where it cannot run or times out."""
+    """cmd's stdout, stripped, or None where it cannot run (not installed) or times out."""
     try:
         return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout).stdout.strip()
     except (OSError, subprocess.SubprocessError):
@@ -166,8 +162,6 @@ def git_commit() -> str:
 
 
 def driver_version() -> str | None:
-    if not shutil.which("nvidia-smi"):
-        return None
     out = _stdout(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], 20)
     return out.splitlines()[0] if out else None
 
@@ -208,13 +202,13 @@ def prepare_output(outdir: Path) -> str | None:
     return None
 
 
-def pair_of(path: Path, root: Path) -> tuple[int, str] | None:
+def pair_of(path: Path) -> tuple[int, str] | None:
     """(chapter, pair name) of a baseline or optimized file, or None when it belongs to no pair."""
     path = Path(path).resolve()
-    if not (m := re.fullmatch(r"ch(\d+)", path.parent.name)):
+    if not (m := CHAPTER_DIR.match(path.parent.name)):
         return None
     for name, (base, opts) in pair_files(path.parent).items():
-        if path == base.resolve() or path in [o.resolve() for o in opts]:
+        if path in [p.resolve() for p in (base, *opts)]:
             return int(m.group(1)), name
     return None
 
@@ -286,14 +280,14 @@ def sweep_points(pairs: list[Pair | LoadFailed], sizes: list[int] | None, dtypes
     sweep (said on stderr), and is bad input when named with --pair. The pairs, or the complaint."""
     if any(n <= 0 for n in sizes or []):
         return f"--sizes {min(sizes)}: a size is a positive count"
-    given = [(k, list(dict.fromkeys(v))) for k, v in (("size", sizes), ("dtype", dtypes)) if v]  # each point once
-    points = [dict(zip([k for k, _ in given], combo)) for combo in itertools.product(*[v for _, v in given])]
+    given = {k: list(dict.fromkeys(v)) for k, v in (("size", sizes), ("dtype", dtypes)) if v}  # each point once
+    points = [dict(zip(given, combo)) for combo in itertools.product(*given.values())]
     out, left_out, take_none = [], [], []
     for pair in pairs:
         if isinstance(pair, LoadFailed):  # it fails alone, as in any run
             out.append(pair)
             continue
-        lacks = [f"--{k}s" for k, _ in given if k not in pair.sweep]
+        lacks = [f"--{k}s" for k in given if k not in pair.sweep]
         takes = [p for p in points if "dtype" not in p or p["dtype"] in pair.sweep.get("dtype", ())]
         if lacks or len(takes) < len(points):
             why = (f"takes no {' or '.join(lacks)}" if lacks else
@@ -308,7 +302,7 @@ def sweep_points(pairs: list[Pair | LoadFailed], sizes: list[int] | None, dtypes
         out += [pair.at(point) for point in takes]
     if take_none:  # most pairs, in a chapter's sweep: counted, not listed
         left_out.insert(0, f"{len(take_none)} pair(s) whose baseline's SWEEP does not take " +
-                        " and ".join(f"--{k}s" for k, _ in given) + " (--list says what each pair sweeps)")
+                        " and ".join(f"--{k}s" for k in given) + " (--list says what each pair sweeps)")
     if not out:
         return "nothing to sweep: " + "; ".join(left_out)
     if left_out:
@@ -332,14 +326,6 @@ def compare(paths: list[Path]) -> int:
         return fail(f"cannot compare {paths[0]} with {paths[1]}: {e}")
     print(text)
     return 1 if regressions else 0
-
-
-def _refused_option(argv: list[str], pair_file: Path) -> str | None:
-    for flag in (a.split("=", 1)[0] for a in argv):
-        if flag in NOT_FOR_A_PAIR_FILE:
-            return (f"{flag} is an option of benchmark.py; python {_shown(pair_file)} runs only its own pair "
-                    f"(see --help; for others: python benchmark.py {flag} ...)")
-    return None
 
 
 def main(argv=None, pair_file: Path | None = None) -> int:
@@ -380,10 +366,8 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
         return fail(device)
     outdir, created = None, False
     if not (args.no_report or only_peaks):
-        if args.output:
-            outdir, created = args.output, not args.output.exists()
-        else:
-            outdir, created = default_report_dir(ceilings.device_name(device)), True
+        created = not (args.output and args.output.exists())
+        outdir = args.output or default_report_dir(ceilings.device_name(device))
         problem = prepare_output(outdir)
         if problem:
             return fail(problem)
@@ -398,13 +382,15 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
 
 def _parse(argv: list[str], pair_file: Path | None):
     """(args, the command as typed), or an exit status for a bad command line."""
-    if pair_file and (refused := _refused_option(argv, pair_file)):
-        return fail(refused)
+    refused = [f for f in (a.split("=", 1)[0] for a in argv) if f in NOT_FOR_A_PAIR_FILE] if pair_file else []
+    if refused:
+        return fail(f"{refused[0]} is an option of benchmark.py; python {_shown(pair_file)} runs only its own pair "
+                    f"(see --help; for others: python benchmark.py {refused[0]} ...)")
     args = build_parser(pair_file).parse_args(argv)
     if not pair_file:
         command = f"python benchmark.py {' '.join(argv)}".strip()
     else:
-        owner = pair_of(pair_file, Path(pair_file).resolve().parent.parent)
+        owner = pair_of(pair_file)
         if owner is None:
             return fail(f"{_shown(pair_file)} belongs to no pair: a pair is baseline_<pair>.py; {VARIANT_RULE}")
         args.chapter, args.pair = [owner[0]], [f"ch{owner[0]}/{owner[1]}"]
@@ -425,9 +411,7 @@ def _device_for(args, pairs):
     if missing := tool_missing(args.profile):
         return missing
     if args.pair:  # a pair asked for by name that cannot run here is bad input, not a skip
-        for pair in pairs:
-            if isinstance(pair, LoadFailed):
-                continue
+        for pair in (p for p in pairs if isinstance(p, Pair)):
             if device.type not in pair.devices:
                 return (f"{pair.key} needs a CUDA GPU and none is visible to PyTorch"
                         if pair.devices == ("cuda",) else f"{pair.key} cannot run on {device.type}")
@@ -462,10 +446,7 @@ def _run_all(args, pairs, device, outdir, results, only_peaks):
 
 def _report(args, command, pairs, device, peaks, outdir, created, stamp, results, interrupted) -> int:
     """Write (or print) the report of what finished, and the exit status."""
-    not_run = []
     if interrupted:
-        done = {(r["chapter"], r["name"]) for r in results}
-        not_run = [p.key for p in pairs if (p.chapter, p.name) not in done]
         print(f"\ninterrupted ({signal.Signals(interrupted).name}): stopped the running pair; "
               f"{len(results)} of {len(pairs)} pair(s) finished", file=sys.stderr)
         if not results:
@@ -479,7 +460,8 @@ def _report(args, command, pairs, device, peaks, outdir, created, stamp, results
            "created": stamp.isoformat(timespec="seconds"), "quick": args.quick, "command": command,
            "pairs": results}
     if interrupted:
-        doc.update(interrupted=True, not_run=not_run)
+        done = {(r["chapter"], r["name"]) for r in results}
+        doc.update(interrupted=True, not_run=[p.key for p in pairs if (p.chapter, p.name) not in done])
     written = None if outdir is None else write_report(doc, outdir)
     print(summary_markdown(doc))
     if written is not None:
@@ -505,15 +487,14 @@ def _drop_beaten_ceilings(results: list[dict], device) -> None:
 
 def _topology() -> str | None:
     """How the GPUs are linked (`nvidia-smi topo -m`), where there are several."""
-    if not (torch.cuda.is_available() and torch.cuda.device_count() > 1 and shutil.which("nvidia-smi")):
-        return None
-    return _stdout(["nvidia-smi", "topo", "-m"], 20)
+    if torch.cuda.is_available() and torch.cuda.device_count() > 1:
+        return _stdout(["nvidia-smi", "topo", "-m"], 20)
+    return None
 
 
 def _run_pairs(pairs: list, device, peaks: dict, args, outdir: Path | None, results: list[dict]) -> None:
     """Run each pair in its own process, appending to `results` as each one finishes (an interrupt keeps them).
-    Each worker is started ahead as a spare (common.launch.Spare): its interpreter and torch import overlap the
-    extensions' build or the pair before it, never a pair's timing by the host's clock."""
+    Each worker's interpreter and torch import overlap the extensions' build or the pair before it (Spares)."""
     n = len(pairs)
     print(f"{n} pair(s) on {peaks['device']} ({device.type})" + (", quick" if args.quick else ""), file=sys.stderr)
     started = time.monotonic()

@@ -12,6 +12,7 @@ from typing import Callable
 from common.pair import REPO_ROOT, Pair, Variant, check_contract, load_module
 
 CHAPTER_DIR = re.compile(r"^ch(\d+)$")
+VARIANT_RULE = "variants are named optimized_<pair>.py or optimized_<pair>_<suffix>.py"
 
 
 class UnknownSelection(Exception):
@@ -23,7 +24,8 @@ def chapter_dirs(root: Path = REPO_ROOT) -> dict[int, Path]:
     return dict(sorted((int(m.group(1)), d) for m, d in matches if m and d.is_dir()))
 
 
-VARIANT_RULE = "variants are named optimized_<pair>.py or optimized_<pair>_<suffix>.py"
+def _baselines(chapter_dir: Path) -> dict[str, Path]:
+    return {p.stem[len("baseline_"):]: p for p in chapter_dir.glob("baseline_*.py")}
 
 
 def _owner(stem: str, names: list[str]) -> str | None:
@@ -35,19 +37,17 @@ def _owner(stem: str, names: list[str]) -> str | None:
 
 def pair_files(chapter_dir: Path) -> dict[str, tuple[Path, list[Path]]]:
     """{pair name: (baseline path, [optimized paths])}, without importing anything."""
-    baselines = {p.stem[len("baseline_"):]: p for p in chapter_dir.glob("baseline_*.py")}
-    pairs: dict[str, tuple[Path, list[Path]]] = {n: (p, []) for n, p in baselines.items()}
-    names = sorted(baselines, key=len, reverse=True)
+    pairs: dict[str, tuple[Path, list[Path]]] = {n: (p, []) for n, p in sorted(_baselines(chapter_dir).items())}
+    names = sorted(pairs, key=len, reverse=True)
     for opt in sorted(chapter_dir.glob("optimized_*.py")):
-        name = _owner(opt.stem, names)
-        if name:
+        if name := _owner(opt.stem, names):
             pairs[name][1].append(opt)
-    return dict(sorted(pairs.items()))
+    return pairs
 
 
 def unmatched_files(chapter_dir: Path) -> list[str]:
     """One message per optimized_*.py that belongs to no pair, naming the rule (and the likely fix)."""
-    names = sorted((p.stem[len("baseline_"):] for p in chapter_dir.glob("baseline_*.py")), key=len, reverse=True)
+    names = sorted(_baselines(chapter_dir), key=len, reverse=True)
     messages = []
     for opt in sorted(chapter_dir.glob("optimized_*.py")):
         if _owner(opt.stem, names):
@@ -79,11 +79,11 @@ def select(chapters: list[int] | None = None, pairs: list[str] | None = None,
     chapter that has no pairs yet (running nothing is not a successful run). `warn` gets one message per
     optimized file that belongs to no pair in the chapters looked at."""
     dirs = chapter_dirs(root)
-    with_pairs = [c for c, d in dirs.items() if pair_files(d)]
     if chapters:
         unknown = [c for c in chapters if c not in dirs]
         if unknown:
             raise UnknownSelection(f"unknown chapter {unknown[0]}; valid chapters: {', '.join(map(str, dirs))}")
+        with_pairs = [c for c, d in dirs.items() if pair_files(d)]
         empty = [c for c in chapters if c not in with_pairs]
         if empty:
             raise UnknownSelection(f"chapter {empty[0]} has no pairs yet; chapters with pairs: "
@@ -101,7 +101,7 @@ def select(chapters: list[int] | None = None, pairs: list[str] | None = None,
     for want in pairs:
         hits = [t for t in every if want in (t[1], f"ch{t[0]}/{t[1]}")]
         if not hits:
-            valid = ", ".join(f"ch{c}/{n}" for c, n, _, _ in every) or "none"
+            valid = ", ".join(f"ch{c}/{n}" for c, n, _, _ in every)
             raise UnknownSelection(f"unknown pair {want!r}; valid pairs: {valid}")
         chosen.extend(h for h in hits if h not in chosen)
     return chosen

@@ -5,6 +5,7 @@ so a run killed at any moment leaves the previous file or the new one, never hal
 imports nothing from common/, so any module may use it."""
 from __future__ import annotations
 
+import contextlib
 import datetime
 import itertools
 import json
@@ -83,8 +84,6 @@ def new_run_folder(tag: str, runs: Path | None = None, now: datetime.datetime | 
     base = run_name(tag, now)
     for n in itertools.count(1):
         path = runs / (base if n == 1 else f"{base}-{n}")
-        try:
+        with contextlib.suppress(FileExistsError):
             path.mkdir()
             return path
-        except FileExistsError:
-            continue

@@ -12,8 +12,7 @@ spec's result file once its pair is loaded and again after every stage, with the
 
 A worker's own start (interpreter, torch import: about 5 s on an H100 host) is spent ahead where it cannot disturb
 a measurement: `Spare` starts the next pair's worker, which imports and waits on stdin for its spec, while a
-memory- or compute-bound pair is timed by CUDA events, else once the running pair's timing is over (`SPARE_AFTER`).
-"""
+memory- or compute-bound pair is timed by CUDA events, else once the running pair's timing is over (`SPARE_AFTER`)."""
 from __future__ import annotations
 
 import collections
@@ -39,14 +38,16 @@ from common.timing import BUDGET_S
 TAIL_LINES = 40
 STARTUP_S = 120.0   # interpreter, torch import, pair files: before the worker's first result file
 POLL_S = 0.2
-
-
-def _pump(stream, prefix: str, tail: collections.deque, echo: bool):
-    for line in iter(stream.readline, ""):
-        tail.append(line.rstrip())
-        if echo:
-            print(prefix + line.rstrip(), file=sys.stderr, flush=True)
-    stream.close()
+WORKER = [sys.executable, "-m", "common.run"]
+# The worker's stages after which a pair timed by the host's clock or issued from the host (launch- and transfer-bound
+# pairs, any on a CPU) is past its rounds: the next pair's spare may start.
+ROUNDS_OVER = "rounds over"
+SPARE_AFTER = (ROUNDS_OVER, "verify after timing")
+# NVLink multicast (NVLS) stays off in every worker unless the user turns it on explicitly: on the
+# shared machines this project is measured on it is not ours to use.
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+# Exit codes that say no rank died: 1, a worker's verdict on a failed pair; -15, torchrun stopping the survivors.
+_ECHO_EXIT_CODES = ("1", "-15")
 
 
 @dataclasses.dataclass
@@ -130,11 +131,20 @@ def read_result(path: Path) -> dict | None:
     return doc if isinstance(doc, dict) else None
 
 
-WORKER = [sys.executable, "-m", "common.run"]
-# The worker's stages (in_progress.stage) after which the next pair's spare may start when the running pair is timed
-# by the host's clock or issued from the host (launch- and transfer-bound pairs, any on a CPU): its rounds are over.
-ROUNDS_OVER = "rounds over"
-SPARE_AFTER = (ROUNDS_OVER, "verify after timing")
+def _written(path: Path) -> int | None:
+    """When the file was last written, or None where it is not there (yet)."""
+    try:
+        return Path(path).stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def _pump(stream, tail: collections.deque, echo: bool):
+    for line in iter(stream.readline, ""):
+        tail.append(line.rstrip())
+        if echo:
+            print("    " + line.rstrip(), file=sys.stderr, flush=True)
+    stream.close()
 
 
 class Spare:
@@ -164,17 +174,6 @@ class Spare:
             self.proc.stdout.close()
 
 
-def _written(path: Path) -> int | None:
-    try:
-        return Path(path).stat().st_mtime_ns
-    except OSError:
-        return None
-
-
-def _stage(result_path: Path) -> str | None:
-    return ((read_result(result_path) or {}).get("in_progress") or {}).get("stage")
-
-
 def _start(cmd: list[str], env: dict | None, spare: Spare | None) -> subprocess.Popen:
     """The spare, handed `cmd`, where it fits; else a new process (the spare, if any, is ended)."""
     if spare is not None and spare.fits(cmd, env):
@@ -196,33 +195,31 @@ def watch(cmd: list[str], result_path: Path, *, timeout_s: float, startup_s: flo
     tail: collections.deque = collections.deque(maxlen=TAIL_LINES)
     t0 = time.monotonic()
     proc = _start(cmd, env, spare)
-    pump = threading.Thread(target=_pump, args=(proc.stdout, "    ", tail, echo), daemon=True)
+    pump = threading.Thread(target=_pump, args=(proc.stdout, tail, echo), daemon=True)
     pump.start()
     started = stopped = rc = seen = last_written = None
     tell = on_stage or (lambda stage: None)
     try:
-        while rc is None:
+        while rc is None and stopped is None:
             try:
                 rc = proc.wait(timeout=POLL_S)
             except subprocess.TimeoutExpired:
-                now = time.monotonic()
-                if started is None and Path(result_path).exists():
+                now, written = time.monotonic(), _written(result_path)
+                if started is None and written is not None:
                     started = now
                     tell("started")
-                if started is not None and on_stage is not None:
-                    written = _written(result_path)
-                    if written != last_written:  # read only a rewritten file: no parsing while a pair is timed
-                        last_written, stage = written, _stage(result_path)
-                        if stage and stage != seen:
-                            seen = stage
-                            tell(stage)
+                if on_stage is not None and written != last_written:  # no parsing while a pair is timed
+                    last_written = written
+                    stage = ((read_result(result_path) or {}).get("in_progress") or {}).get("stage")
+                    if stage and stage != seen:
+                        seen = stage
+                        tell(stage)
                 if started is None and now - t0 > startup_s:
                     stopped = "startup"
                 elif started is not None and now - started > timeout_s:
                     stopped = "timeout"
-                if stopped:
-                    _stop(proc)
-                    break
+        if stopped:
+            _stop(proc)
     except BaseException:
         _stop(proc)
         pump.join(timeout=2)
@@ -250,10 +247,6 @@ def _failures(lines) -> list[tuple[str, str | None]]:
     return found[root:root + 1] + found[:root] + found[root + 1:] if root is not None and root < len(found) else found
 
 
-# Exit codes that say no rank died: 1, a worker's verdict on a failed pair; -15, torchrun stopping the survivors.
-_ECHO_EXIT_CODES = ("1", "-15")
-
-
 def first_failure(tail) -> tuple[str, str | None] | None:
     """The rank whose failure ended the run, and its exit code, from torchrun's report (None without one).
     torchrun's root cause is the failure with the smallest timestamp in whole seconds, so a rank that died and
@@ -276,7 +269,7 @@ def crash_line(tail) -> str:
                                                                   ", without an error message")
 
 
-def another_rank_died(run: "WorkerRun") -> bool:
+def another_rank_died(run: WorkerRun) -> bool:
     """Rank 0 wrote a finished result, but a rank died: rank 0's errors are then that death's echo (a reset
     connection, say), not its cause, and the report names the death."""
     first = first_failure(run.tail) if run.rc else None
@@ -286,8 +279,6 @@ def another_rank_died(run: "WorkerRun") -> bool:
 def settle(run: WorkerRun, *, chapter: int, name: str, bound: str, files: dict[str, Path]) -> dict:
     """The pair's result from how its worker ended: the worker's own when it finished, else what it finished plus
     a failed entry for the variant it was in and a not-run one for each it never reached. `files` as RunSpec.files."""
-    variant_names = list(files)
-    files = {n: Path(p).name for n, p in files.items()}
     partial = run.result
     if partial is not None and partial.get("in_progress") is None and run.stopped is None \
             and not another_rank_died(run):
@@ -316,25 +307,20 @@ def settle(run: WorkerRun, *, chapter: int, name: str, bound: str, files: dict[s
         return result
     if variant and run.stopped == "timeout":
         result["hung_variant"] = variant
+    names = {n: Path(p).name for n, p in files.items()}
     done = {v["name"]: v for v in ([result["baseline"]] if result.get("baseline") else []) + result["variants"]}
     if variant in done:  # it had an entry already (verified, say) and stopped in a later stage
         done[variant]["error"] = done[variant].get("error") or error
     elif variant == "baseline":
-        result["baseline"] = variant_record("baseline", files.get("baseline"), error=error)
+        result["baseline"] = variant_record("baseline", names.get("baseline"), error=error)
     elif variant:
-        result["variants"].append(variant_record(variant, files.get(variant), error=error))
+        result["variants"].append(variant_record(variant, names.get(variant), error=error))
     why = f"not run: {variant + ' ' if variant else 'the pair '}{ended}"
-    for n in variant_names:
-        if n != "baseline" and n != variant and n not in done:
-            result["variants"].append(variant_record(n, files.get(n), skipped=why))
-    order = {n: i for i, n in enumerate(variant_names)}
+    result["variants"] += [variant_record(n, file, skipped=why) for n, file in names.items()
+                           if n != "baseline" and n != variant and n not in done]
+    order = {n: i for i, n in enumerate(names)}
     result["variants"].sort(key=lambda v: order.get(v["name"], len(order)))
     return result
-
-
-# NVLink multicast (NVLS) stays off in every worker unless the user turns it on explicitly: on the
-# shared machines this project is measured on it is not ours to use.
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
 def run_in_subprocess(spec: RunSpec, *, timeout_s: float, echo: bool = True, startup_s: float = STARTUP_S,
@@ -378,7 +364,7 @@ def tool_missing(profile: str | None) -> str | None:
     return None
 
 
-def ncu_speed_of_light(report: Path, timeout_s: float = 300) -> Path | None:
+def ncu_speed_of_light(report: Path) -> Path | None:
     """report's speed-of-light section (SM and memory throughput as % of peak, duration, per launch) as CSV beside
     it (<name>.sol.csv), via `ncu --import`; None where ncu or the report is missing or the export fails."""
     report = Path(report)
@@ -386,7 +372,7 @@ def ncu_speed_of_light(report: Path, timeout_s: float = 300) -> Path | None:
         return None
     try:
         r = subprocess.run(["ncu", "--import", str(report), "--csv", "--page", "details", "--section", "SpeedOfLight",
-                            "--print-units", "base"], capture_output=True, text=True, timeout=timeout_s)
+                            "--print-units", "base"], capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
         return None
     if r.returncode != 0 or not r.stdout.strip():

@@ -143,7 +143,7 @@ class Workload:
 
 @dataclasses.dataclass
 class Variant:
-    name: str            # "baseline" or the part after optimized_<pair>_
+    name: str            # "baseline", or the optimized file's stem (optimized_<pair>_<suffix>)
     path: Path
     module: Any
 
