@@ -232,20 +232,19 @@ def plot_roofline(doc: dict, path: Path) -> None:
     fig.set_size_inches(11, 6)
     ax.title.set_fontsize(10)
     colours, markers = plt.get_cmap("tab10").colors, "osD^vP*Xh<>p"
-    pair_handles, unplaced, placed, tags, points = [], [], 0, [], []
+    pair_handles, unplaced, tags, points = [], [], [], []
     for p in doc["pairs"]:
         pts = [v for v in entries(p) if _placeable(v)]
         if not pts:
             unplaced += [pair_key(p)] if p["status"] != "skipped" else []
             continue
-        colour, marker = colours[placed % len(colours)], markers[placed % len(markers)]
-        placed += 1
+        colour, marker = colours[len(pair_handles) % len(colours)], markers[len(pair_handles) % len(markers)]
         tags += _draw_pair(ax, p, pts, colour, marker)
         points += [(v["arithmetic_intensity"], v["tflops"]) for v in pts]
         pair_handles.append(Line2D([], [], ls="", marker=marker, markersize=7, markerfacecolor=colour,
                                    markeredgecolor="black", markeredgewidth=0.5, label=pair_key(p)))
     _place_tags(ax, tags, points)
-    if not placed:
+    if not pair_handles:
         ax.text(0.5, 0.5, "no variant in this run has both a FLOP count and a time to place",
                 transform=ax.transAxes, ha="center", va="center", fontsize=9, color="#555555",
                 bbox=dict(facecolor="white", edgecolor="#cccccc", pad=4))
@@ -254,8 +253,8 @@ def plot_roofline(doc: dict, path: Path) -> None:
            Line2D([], [], ls="", marker="o", markersize=7, markerfacecolor="#444444", markeredgecolor="black",
                   label="optimized (filled), arrow from its baseline")]
     roofs = [h for h in ax.get_lines() if not h.get_label().startswith("_")]
-    ax.legend(handles=roofs + (how + pair_handles if placed else []), loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              fontsize=7, frameon=False)
+    ax.legend(handles=roofs + (how + pair_handles if pair_handles else []), loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     if unplaced:
         note = "Not placed (no FLOP count, or no verified time): " + ", ".join(unplaced)
         ax.annotate(textwrap.fill(note, 130), xy=(0, 0), xycoords="axes fraction", xytext=(0, -42),

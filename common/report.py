@@ -1,6 +1,5 @@
 """Write a run's report (summary.md, recommendations.md, the figures, results.json) and compare two runs
-(--compare). The figures are loaded only when a report is written: reading and comparing never import matplotlib.
-"""
+(--compare). The figures are loaded only when a report is written: reading and comparing never import matplotlib."""
 from __future__ import annotations
 
 import math
@@ -49,7 +48,7 @@ def _fmt(x, spec: str) -> str:
 def summary_markdown(doc: dict) -> str:
     notes = _Notes()
     lines = _header_lines(doc) + _results_table(doc, notes) + _details_table(doc) + _overlap_table(doc, notes)
-    lines += _failures_section(doc) + _suspect_section(doc) + _two_modes_section(doc)
+    lines += _problem_sections(doc)
     if verdicts := results_verdicts(doc, always=False):
         lines += [""] + verdicts.rstrip("\n").split("\n")
     return "\n".join(lines + ["", _HOW_TO_READ, ""])
@@ -219,33 +218,27 @@ def _overlap_cell(v: dict, notes: _Notes) -> str:
     return cell
 
 
-def _failures_section(doc: dict) -> list[str]:
-    lines = []
+def _problem_sections(doc: dict) -> list[str]:
+    """Failures; SUSPECT times; variants whose per-call times fall at two separate levels where their baseline's
+    fall at one (a path taken only at speed, a periodic stall, an autotuner switching mid-loop: the median hides
+    which level the reader's loop will see)."""
+    failures = []
     for p in doc["pairs"]:
         if p["status"] == "failed" or any(variant_status(v)[0] == "FAILED" for v in entries(p)):
             reasons = pair_failures(p)
-            lines += [f"- {pair_key(p)}: {reasons[0]}"] if len(reasons) == 1 else \
+            failures += [f"- {pair_key(p)}: {reasons[0]}"] if len(reasons) == 1 else \
                 [f"- {pair_key(p)}: {len(reasons)} failures"] + [f"  - {r}" for r in reasons]
-    return ["", "## Failures", ""] + lines if lines else []
-
-
-def _suspect_section(doc: dict) -> list[str]:
-    lines = [f"- {pair_key(p)} {v['name']}: {v['suspect']}" for p in doc["pairs"] for v in entries(p)
-             if variant_status(v)[0] == "SUSPECT"]
-    return ["", "## Suspect (not presented as results)", ""] + lines if lines else []
-
-
-def _two_modes_section(doc: dict) -> list[str]:
-    """Variants whose per-call times fall at two separate levels where their baseline's fall at one: a path
-    taken only at speed, a periodic stall, an autotuner switching mid-loop. The median hides which level
-    the reader's loop will see."""
-    lines = [f"- {pair_key(p)} {v['name']}: two levels of per-call time, {m['low_ms']:.4g} ms and "
-             f"{m['high_ms']:.4g} ms ({100 * m['high_share']:.0f}% of samples at the upper one); "
-             f"its baseline's samples in the same rounds have one"
-             + (", or two at other levels" if v.get("baseline_two_modes") else "")
-             for p in doc["pairs"] for v in p.get("variants") or []
-             if (m := v.get("two_modes")) and v.get("two_modes_flag")]
-    return ["", "## Two modes (the median hides one)", ""] + lines if lines else []
+    suspect = [f"- {pair_key(p)} {v['name']}: {v['suspect']}" for p in doc["pairs"] for v in entries(p)
+               if variant_status(v)[0] == "SUSPECT"]
+    two_modes = [f"- {pair_key(p)} {v['name']}: two levels of per-call time, {m['low_ms']:.4g} ms and "
+                 f"{m['high_ms']:.4g} ms ({100 * m['high_share']:.0f}% of samples at the upper one); "
+                 f"its baseline's samples in the same rounds have one"
+                 + (", or two at other levels" if v.get("baseline_two_modes") else "")
+                 for p in doc["pairs"] for v in p.get("variants") or []
+                 if (m := v.get("two_modes")) and v.get("two_modes_flag")]
+    sections = [("Failures", failures), ("Suspect (not presented as results)", suspect),
+                ("Two modes (the median hides one)", two_modes)]
+    return [line for title, lines in sections if lines for line in ["", f"## {title}", ""] + lines]
 
 
 def write_report(doc: dict, outdir: Path, figures: bool = True) -> list[Path]:
@@ -276,11 +269,10 @@ class CompareRefused(Exception):
 
 
 def compare_runs(old: dict, new: dict, allow_quick_vs_full: bool = False) -> tuple[str, int]:
-    """A table of per-variant median changes and the number of regressions: variants slower by more than
-    REGRESSION_PCT whose two intervals (median ± half its 95% CI; for several runs, `merge_runs`) do not overlap,
-    verified before and failing now, or pairs and variants of the old run missing from the new one. Raises
-    CompareRefused for a quick run against a full one (different sizes) unless allow_quick_vs_full; different
-    devices or hosts are stated at the top."""
+    """A table of per-variant median changes, and the number of regressions: slower by more than REGRESSION_PCT
+    with the two intervals (median ± half its 95% CI; several runs: `merge_runs`) apart, verified before and failing
+    now, or in the old run and missing from the new one. Raises CompareRefused for a quick run against a full one
+    (different sizes) unless allow_quick_vs_full; different devices or hosts are stated at the top."""
     notes = _compare_notes(old, new, allow_quick_vs_full)
     lines = [_run_line("old", old), _run_line("new", new)] + [f"warning: {n}" for n in notes]
     lines.append(f"{'pair / variant':58s} {'old ms':>10s} {'new ms':>10s} {'change':>8s}")
@@ -298,14 +290,12 @@ _RANK = {"FAILED": 0, "skipped": 1, "SUSPECT": 2}   # a variant's outcome, worst
 
 
 def merge_runs(docs: list[dict], worst: bool = True) -> dict:
-    """Several runs of one side of a comparison as one document (of one commit or several: the header lists them).
-
-    A host-bound pair moves more from one run to the next than each run's own interval says, so a variant's
-    interval here spans every run's interval (`runs_ms`), and its median is the median of the runs' medians.
-    Where the runs disagree on an outcome, the new side (`worst`) takes its worst run's: FAILED, skipped or
-    SUSPECT in any run is so for the side. The old side takes its best run's, so that a failure the old code had
-    once does not excuse one the new code has every time. A pair or variant missing from a run (a rerun of a few
-    pairs) is merged from the others. Raises CompareRefused for runs of different devices, or quick and full."""
+    """Several runs of one side of a comparison as one document (the header lists their commits). A host-bound pair
+    moves more from run to run than each run's own interval says, so a variant's interval spans every run's (`runs_ms`)
+    and its median is the median of the runs' medians. Where runs disagree on an outcome, the new side (`worst`) takes
+    its worst run's (FAILED, skipped or SUSPECT in any run is so for the side), the old side its best run's: a failure
+    the old code had once does not excuse one the new code has every time. A pair or variant missing from a run (a
+    rerun of a few pairs) is taken from the others. Raises CompareRefused for different devices, or quick and full."""
     if len({(d["device"]["name"], bool(d.get("quick"))) for d in docs}) > 1:
         raise CompareRefused("the runs of one side are of different devices, or quick and full runs mixed")
     if len(docs) == 1:
@@ -421,15 +411,10 @@ def _compare_variant(label: str, va: dict | None, vb: dict | None) -> tuple[str,
     (lo_a, hi_a, said_a), (lo_b, hi_b, said_b) = _span(va), _span(vb)
     change = 100 * (mb - ma) / ma
     apart = lo_b > hi_a or hi_b < lo_a
-    regression, flag = change > REGRESSION_PCT and apart, ""
-    if regression:
-        flag = "  REGRESSION"
-    elif change < -REGRESSION_PCT and apart:
-        flag = "  faster"
-    elif abs(change) > REGRESSION_PCT:
-        flag = f"  within noise ({said_a} / {said_b})"
-    if sb == "SUSPECT":
-        flag += "  (new time SUSPECT)"
+    regression = change > REGRESSION_PCT and apart
+    flag = ("  REGRESSION" if regression else "  faster" if change < -REGRESSION_PCT and apart
+            else f"  within noise ({said_a} / {said_b})" if abs(change) > REGRESSION_PCT else "")
+    flag += "  (new time SUSPECT)" if sb == "SUSPECT" else ""
     return f"{label:58s} {ma:10.4g} {mb:10.4g} {change:+7.1f}%{flag}", int(regression)
 
 

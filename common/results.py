@@ -1,6 +1,5 @@
 """What a results.json says: its schema, a pair's entries and failures, a variant's one status, a speedup's
-interval and the digits it supports, the run's labels. Read by the report, the figures and recommendations.
-"""
+interval and the digits it supports, the run's labels. Read by the report, the figures and recommendations."""
 from __future__ import annotations
 
 import json
@@ -108,11 +107,10 @@ def pair_failures(pair: dict) -> list[str]:
 
 
 def speedup_interval(base: dict | None, v: dict) -> tuple[float, float] | None:
-    """The speedup's 95% interval, both ends positive: the harness's `speedup_ci` where it is one, else from
-    both medians' intervals (the harness computes `speedup_ci` with it too, so old and new reports read alike).
-    A median m whose interval is h·m either side (h = median_ci_pct / 200) is read as m/(1+h) .. m·(1+h): times
-    and their ratios are multiplicative, and m - h·m is no time once h reaches 1 (a noisy CPU baseline once gave
-    "0.1× (-0.3–1.1)"). The ratio of two such medians lies within s/((1+hb)(1+hv)) .. s·(1+hb)(1+hv)."""
+    """The speedup's 95% interval, both ends positive: the harness's `speedup_ci` where it is one, else from both
+    medians' intervals, as the harness computes it. A median m with interval ± h·m (h = median_ci_pct / 200) is read
+    as m/(1+h) .. m·(1+h): times and their ratios are multiplicative, and m - h·m is no time once h reaches 1 (a noisy
+    CPU baseline once gave "0.1× (-0.3–1.1)"). So the ratio lies within s/((1+hb)(1+hv)) .. s·(1+hb)(1+hv)."""
     s = v.get("speedup")
     if not s or not math.isfinite(s) or s <= 0:
         return None
@@ -134,52 +132,45 @@ def interval_rel_halfwidth(value: float, interval: tuple[float, float] | None) -
     return max(value - interval[0], interval[1] - value) / abs(value)
 
 
-def _ci_decimals(value: float, rel_halfwidth: float | None, max_digits: int = 4) -> int:
+def _ci_decimals(value: float, rel_halfwidth: float | None) -> int:
     """Decimal places that `value ± value*rel_halfwidth` supports: the interval's first significant digit
-    (two when that digit is a 1, so 7.87 ± 0.15 keeps its 7), never more than max_digits significant digits."""
+    (two when that digit is a 1, so 7.87 ± 0.15 keeps its 7), never more than 4 significant digits."""
     magnitude = math.floor(math.log10(abs(value))) if value else 0
-    most = max_digits - 1 - magnitude
+    most = 3 - magnitude
     if not value or not rel_halfwidth or rel_halfwidth <= 0 or not math.isfinite(rel_halfwidth):
-        return min(most, 2 - magnitude) if rel_halfwidth is None else most   # unknown interval: 3 digits
+        return 2 - magnitude if rel_halfwidth is None else most   # unknown interval: 3 digits
     halfwidth = abs(value) * rel_halfwidth
     exponent = math.floor(math.log10(halfwidth))
     leading = round(halfwidth / 10 ** exponent)
     return min(most, -exponent + (1 if leading < 2 else 0))
 
 
-def format_with_ci(value: float | None, rel_halfwidth: float | None, max_digits: int = 4) -> str:
-    """`value` with the digits its 95% interval (± rel_halfwidth × value) supports: (7.9, 0.04) -> "7.9",
-    (40.12, 0.0001) -> "40.12", (123, 0.2) -> "120". An unknown interval (None) gives 3 significant digits.
-    Never fewer than the value's own first significant digit: (4.79, 7) -> "5", not "0"."""
-    if value is None or not math.isfinite(value):
-        return "–"
-    return _round_to(value, _first_digit_kept(value, _ci_decimals(value, rel_halfwidth, max_digits)))
-
-
-def _first_digit_kept(value: float, decimals: int) -> int:
-    """`decimals`, or more where fewer would round `value`'s first significant digit away (4.79 -> "0")."""
-    return max(decimals, -math.floor(math.log10(abs(value)))) if value else decimals
-
-
-def _round_to(value: float, decimals: int) -> str:
+def _rounded(value: float, decimals: int) -> str:
+    """`value` at `decimals` places, or more where fewer would round its first significant digit away (4.79 at
+    -1 places is "5", not "0")."""
+    if value:
+        decimals = max(decimals, -math.floor(math.log10(abs(value))))
     return f"{value:.{decimals}f}" if decimals >= 0 else f"{round(value, decimals):.0f}"
 
 
+def format_with_ci(value: float | None, rel_halfwidth: float | None) -> str:
+    """`value` with the digits its 95% interval (± rel_halfwidth × value) supports: (7.9, 0.04) -> "7.9",
+    (40.12, 0.0001) -> "40.12", (123, 0.2) -> "120", (4.79, 7) -> "5". An unknown interval (None): 3 digits."""
+    if value is None or not math.isfinite(value):
+        return "–"
+    return _rounded(value, _ci_decimals(value, rel_halfwidth))
+
+
 def speedup_text(v: dict, base: dict | None) -> str:
-    """"7.9× (7.6–8.2)": the speedup and its interval at the digits the interval supports; "–" if there is none."""
+    """"7.9× (7.6–8.2)": the speedup and its interval at the digits the interval supports; "–" if there is none.
+    An end is never printed as 0 (0.1× (0.05–1.1), not 0.1× (0.0–1.1)): it keeps its own first digit."""
     s = v.get("speedup")
     if s is None or variant_status(v)[0] in ("FAILED", "SUSPECT", "skipped"):
         return "–"
     interval = speedup_interval(base, v)
-    decimals = _ci_decimals(s, interval_rel_halfwidth(s, interval))   # what the interval supports
-    ends = f" ({_interval_end(interval[0], decimals)}–{_interval_end(interval[1], decimals)})" if interval else ""
-    return f"{_round_to(s, _first_digit_kept(s, decimals))}×{ends}"   # 4.79 (1.2-70) is "5", never "0"
-
-
-def _interval_end(x: float, decimals: int) -> str:
-    """An end of a speedup's interval at the speedup's decimals, or at its own first significant digit where
-    those would print it as 0 (0.1× (0.05–1.1), not 0.1× (0.0–1.1)): a ratio's end is never 0."""
-    return _round_to(x, _first_digit_kept(x, decimals)) if x > 0 else "–"
+    decimals = _ci_decimals(s, interval_rel_halfwidth(s, interval))
+    ends = [_rounded(x, decimals) if x > 0 else "–" for x in interval or ()]
+    return f"{_rounded(s, decimals)}×" + (f" ({ends[0]}–{ends[1]})" if ends else "")
 
 
 def host_text(doc: dict) -> str | None:

@@ -16,8 +16,7 @@ reading, and the thresholds are tested rather than remembered. Their sources:
   CPU time, over 100 kernels per step averaging under 10 us, a compute-bound step under 50% of the matmul peak.
 Every rule but the allocation share reads GPU hardware: a CPU run gets none (its figures are not results).
 As a script, `python common/verdict.py [--recommend] profiles/runs/<run>/results.json` prints `results_verdicts`
-(or `recommendations`, each report's recommendations.md).
-"""
+(or `recommendations`, each report's recommendations.md)."""
 from __future__ import annotations
 
 import dataclasses
@@ -29,7 +28,6 @@ if not __package__:  # run as a script (python common/verdict.py): the repositor
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common.results import run_label, variant_status  # noqa: E402
 
-# The sources of these are in the module docstring.
 BANDWIDTH_GOOD, BANDWIDTH_POOR, COMPUTE_GOOD, COMPUTE_POOR = 60.0, 30.0, 80.0, 50.0  # percent of the measured peak
 SOL_LOW, SOL_BOUND = 50.0, 60.0  # Nsight Compute's speed of light (percent of peak)
 SECTORS_SLACK, OCCUPANCY_LOW_PCT, REGISTERS_HIGH, L2_HIT_LOW_PCT = 2.0, 25.0, 128, 50.0
@@ -172,8 +170,8 @@ def results_verdicts(results: dict, always: bool = True) -> str:
                 m.update(kernels_per_step=kernels, mean_kernel_us=1000.0 * median / kernels)
             if findings := verdict(m, device_type=where or "cuda"):
                 found += 1
-                lines.append(f"### ch{pair.get('chapter')}/{pair['name']} {v['name']} ({pct:.0f}% of {v.get('ceiling') or 'its ceiling'})")
-                lines += [f.line() for f in findings] + [""]
+                lines += [f"### ch{pair.get('chapter')}/{pair['name']} {v['name']} "
+                          f"({pct:.0f}% of {v.get('ceiling') or 'its ceiling'})"] + [f.line() for f in findings] + [""]
     if not found:
         if not always:
             return ""
@@ -242,7 +240,8 @@ def recommendations(results: dict) -> str:
         else:
             (launch if bound == "launch" else ranked).append((best["pct_of_ceiling"], key, bound, best))
     if any(device_type(results, p) not in (None, "cuda") for p in results.get("pairs", [])):
-        lines += ["", "Pairs run on a CPU are not ranked: a CPU's figures check that the code runs; they are not results."]
+        lines += ["", "Pairs run on a CPU are not ranked: a CPU's figures check that the code runs; they are not "
+                      "results."]
     for title, items in (("Furthest from the ceiling", ranked), ("Launch-bound, ranked apart", launch)):
         if items:
             lines += ["", f"## {title}", ""]
@@ -279,23 +278,24 @@ def main(argv: list[str]) -> int:
     recommend = argv[:1] == ["--recommend"]
     argv = argv[1:] if recommend else argv
     if len(argv) != 1 or argv[0].startswith("-"):
-        print(f"error: {usage}", file=sys.stderr)
-        return 2
+        return _error(usage)
     try:
         doc = json.loads(Path(argv[0]).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        print(f"error: cannot read {argv[0]}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
-        return 2
+        return _error(f"cannot read {argv[0]}: {getattr(e, 'strerror', None) or e}")
     if not isinstance(doc, dict) or not isinstance(doc.get("pairs", []), list):
-        print(f"error: {argv[0]} is not a harness report (results.json: an object with a list of pairs)", file=sys.stderr)
-        return 2
+        return _error(f"{argv[0]} is not a harness report (results.json: an object with a list of pairs)")
     try:
         text = recommendations(doc) if recommend else results_verdicts(doc)
     except (KeyError, TypeError, AttributeError, ValueError) as e:  # keys present but of the wrong kind
-        print(f"error: {argv[0]} is not a harness report: malformed ({type(e).__name__}: {e})", file=sys.stderr)
-        return 2
+        return _error(f"{argv[0]} is not a harness report: malformed ({type(e).__name__}: {e})")
     print(text)
     return 0
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":
