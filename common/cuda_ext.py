@@ -27,7 +27,8 @@ from common.pair import REPO_ROOT
 
 
 class ExtensionUnavailable(RuntimeError):
-    """A kernel this machine cannot build or run (no GPU, no nvcc, too old a GPU): a pair skipped, not failed."""
+    """A kernel this machine cannot build or run (no GPU, no nvcc, too old a GPU): skipped, not failed (a
+    variant alone; the whole pair when its baseline raises it)."""
 
 
 def build_dir(name: str, capability: tuple[int, int]) -> Path:

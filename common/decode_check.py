@@ -5,8 +5,8 @@ arithmetic's rounding, two correct implementations may pick different tokens, an
 every later logit) differ, so comparing generated tokens, or logits along two sequences, would fail a correct
 decoder. `check_decode` checks instead
 1. the candidate's logits teacher-forced on the *reference's* tokens (chapter 16's scripts and tests compute them):
-   at every position within the precision's tolerance (common.verify's two bounds, element-wise relative to the
-   row's largest logit);
+   at every position within the precision's tolerance (common.verify's two bounds, norm-wise and element-wise
+   relative to the row's largest logit);
 2. its free-running greedy tokens: wherever the reference's top-two margin exceeds twice the largest error an
    element may have (no allowed error can swap the two), the token is the reference's. The first position where
    the candidate departs must be a near-tie; after it the sequences differ and are not compared.

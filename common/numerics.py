@@ -73,7 +73,7 @@ class FlagChanged(Exception):
 
 
 def check_flags(expected: dict, when: str | None = None) -> None:
-    """Raise FlagChanged, naming every flag that differs from `expected` ('name: expected -> now')."""
+    """Raise FlagChanged, naming every flag that differs from `expected` ('name expected -> now')."""
     now = read_flags()
     changed = [f"{k} {expected[k]} -> {now[k]}" for k in expected if now[k] != expected[k]]
     if changed:

@@ -60,11 +60,12 @@ from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, as_tensors, check_i
                            responds_to_inputs, snapshot_as_caller, verify_outputs)
 
 
-# A speedup's interval is never narrower than this, by device: two copies of one code differ with a tight interval
-# (separate buffers, separate allocations; the A/A pair, ch84). GPU: A/A copies on an H100 read 0.996-1.0035x, each
-# with an interval of ±0.3-0.6% that once missed 1.0 by 0.2% (profiles/h100/aa/). CPU: on a loaded 2-core CI machine
-# a copy read 1.0057x (1.0007-1.0107), and later one read 0.979x (0.960-0.9986) with the 2% floor: a CPU's copies
-# differ by more (their buffers' placement in the caches), and its figures are not results.
+# A speedup's interval is never narrower than this, by device: two copies of one code differ by up to a few tenths of
+# a percent with a tight interval (separate buffers, separate allocations; the A/A pair, ch84). GPU: A/A copies on an
+# H100 read 0.996-1.0035x, each with an interval of ±0.3-0.6% that once missed 1.0 by 0.2% (profiles/h100/aa/). CPU:
+# on a loaded 2-core CI machine a copy read 1.0057x (1.0007-1.0107), and on the same kind of machine later one read
+# 0.979x (0.960-0.9986) with the 2% floor: a CPU's copies differ by more (their buffers' placement in the caches), and
+# its figures are not results.
 RESOLUTION = {"cuda": 0.005, "cpu": 0.03}
 
 

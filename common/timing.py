@@ -3,8 +3,8 @@
 GPU: after a warm-up under sustained load, samples bracketed by CUDA events on the current stream, with no sync
 between them (the queue stays full, as in a training loop), in rounds of about 50 ms, until the median's 95%
 confidence interval is under 1% of it or the budget is spent. CPU: the same with time.perf_counter. Calls
-compared with each other (a baseline and its variants) are timed in interleaved rounds (`time_rounds`), so
-whatever drifts meanwhile (clocks, the host's other work, allocator and cache state) falls on all alike.
+compared with each other (a baseline and a variant) are timed in interleaved rounds (`time_rounds`), so
+whatever drifts meanwhile (clocks, the host's other work, allocator and cache state) falls on both alike.
 
 Given `feed`, every sample is one call, and before it `feed(i)` writes a value set never seen before into the
 per-call inputs (then, for memory-bound pairs, L2 is scrubbed), outside the events: as in a real loop, which
@@ -125,7 +125,8 @@ class L2Scrubber:
     (profiles/h100/ch13-d19f8c2/probe.md, against a loop of the call with no scrub): a scrub that writes its
     whole buffer (as triton.testing.do_bench's does) leaves L2 dirty, and a call that writes little pays the
     write-back of ~50 MB it never wrote, +9.2 us on a 235 MiB read; a scrub that only reads lets a call that
-    writes a lot leave its last L2 of writes to the scrub, -5.0 us on a 235 MiB copy. This one: +0.6 and +1.0 us."""
+    writes a lot leave its last L2 of writes to the scrub, outside its events, -5.0 us on a 235 MiB copy. This
+    one: +0.6 and +1.0 us."""
 
     def __init__(self, device: torch.device):
         props = torch.cuda.get_device_properties(device)
@@ -172,15 +173,15 @@ def _sync(device: torch.device):
         torch.cuda.synchronize(device)
 
 
-def _synced(fn: Callable[[], Any], device: torch.device, calls: int = 1) -> tuple[float, Any]:
-    """Host seconds of `calls` back-to-back calls between two device syncs, and the last call's output."""
+def _synced(fn: Callable[[], Any], device: torch.device, calls: int = 1) -> float:
+    """Host seconds of `calls` back-to-back calls between two device syncs. Each output is dropped as its call
+    returns, inside the interval, as a loop that does not keep it frees it."""
     _sync(device)
     t0 = time.perf_counter()
-    out = None
     for _ in range(calls):
-        out = fn()
+        fn()
     _sync(device)
-    return time.perf_counter() - t0, out
+    return time.perf_counter() - t0
 
 
 def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
@@ -195,10 +196,10 @@ def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
     matrix work heats the chip over seconds (an 8192^3 bf16 GEMM on an H100 goes from ~1.40 ms cool to
     ~1.62 ms, its SM clock from 1980 to ~1350-1450 MHz), hence COMPUTE_WARMUP_S.
     """
-    first = [_synced(fn, device)[0]]
+    first = [_synced(fn, device)]
     start = time.perf_counter()
     for _ in range(2):
-        first.append(_synced(fn, device)[0])
+        first.append(_synced(fn, device))
         if agree(time.perf_counter() - start) > budget_s:   # (budget_s >= min_s: every caller's is)
             break
     est = agree(statistics.median(first[1:]))   # the counted calls: the first may hold one-time costs
@@ -211,7 +212,7 @@ def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
                    and max(last) - min(last) <= WARMUP_AGREE * statistics.median(last))
         if agree(0.0 if (settled or elapsed > budget_s) else 1.0) == 0.0:
             break
-        windows.append(_synced(fn, device, per_window)[0] / per_window)
+        windows.append(_synced(fn, device, per_window) / per_window)
     return agree(statistics.median(windows[-3:] or first[1:])), len(first) + per_window * len(windows)
 
 
@@ -315,8 +316,12 @@ def _round_wall(t: Timed, device: torch.device, keep: bool) -> tuple[list[float]
     times, out = [], None
     for _ in range(max(t.rnd, t.streak) if keep else t.rnd):
         t.between()
-        seconds, out = _synced(t.fn, device, t.calls)
-        times.append(seconds / t.calls)
+        _sync(device)
+        t0 = time.perf_counter()
+        for _ in range(t.calls):
+            out = t.fn()   # the previous output is freed here, inside the interval, as in a loop
+        _sync(device)
+        times.append((time.perf_counter() - t0) / t.calls)
     return times, (_clone(out) if keep else None)
 
 
@@ -580,4 +585,4 @@ def loop_ms(fn: Callable[[], Any], device: torch.device, calls: int = 1000, warm
     device = torch.device(device)
     for _ in range(warmup):
         fn()
-    return _synced(fn, device, calls)[0] * 1e3 / calls
+    return _synced(fn, device, calls) * 1e3 / calls
