@@ -40,10 +40,11 @@ def make_model(d: int, hidden: int, seed: int, device) -> torch.nn.Module:
 
 
 def workload(seed: int, device, quick: bool = False) -> Workload:
-    # quick: smoke sizes small enough for a CPU whose bf16 matmul is slow (1.2 GFLOP/s measured on a 2-core
-    # EPYC without AVX-512: the old quick size took 7 s a call there)
-    d, hidden, tokens = (64, 256, 512) if quick else (1024, 4096, 65536)
+    # A CPU's bf16 matmul is a slow fallback (1.2 GFLOP/s measured on a 2-core EPYC without AVX-512), so a CPU
+    # gets sizes of its own: a full run's call 1.6 GFLOP (the GPU's 6.6 TFLOP would take over an hour a call
+    # there), --quick's 0.2 GFLOP (the old quick size took 7 s a call).
     device = torch.device(device)
+    d, hidden, tokens = (64, 256, 512) if quick else (1024, 4096, 65536) if device.type == "cuda" else (128, 512, 1024)
     model = make_model(d, hidden, seed, device)
     g = torch.Generator(device=device).manual_seed(seed)
     x = torch.randn(tokens, d, generator=g, device=device)

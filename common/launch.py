@@ -117,10 +117,37 @@ class WorkerRun:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """Kill the worker's process group (it has its own session) and reap it."""
+    """Kill the worker, every process below it, and reap it. The worker's process group (it has its own session)
+    is not enough: torchrun starts each rank in a session of its own, and a rank outlives torchrun's death,
+    holding its GPU and its CPU while the next pairs are timed. So the group is frozen first (nothing in it
+    starts another process meanwhile), then every process below the worker is found in /proc, and every
+    process group among them is killed."""
+    groups = {proc.pid}
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGSTOP)
+    for pid in _below(proc.pid):
+        with contextlib.suppress(OSError):
+            groups.add(os.getpgid(pid))
+    groups.discard(os.getpgrp())  # never this process's own group
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
     proc.wait()
+
+
+def _below(pid: int) -> list[int]:
+    """Every process descended from `pid`, from /proc's parent links (none where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):  # a process that ended meanwhile
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
 
 
 def read_result(path: Path) -> dict | None:

@@ -369,7 +369,10 @@ def _row(label: str, text: str, regression: bool = False) -> tuple[str, int]:
 
 def _compare_pair(key, old: dict | None, new: dict | None) -> list[tuple[str, int]]:
     label = f"ch{key[0]}/{key[1]}"
-    if new is None:
+    if new is None:  # a regression only where the old run measured something the new one lacks
+        if old["status"] == "skipped" or not old.get("baseline"):
+            return [_row(label, f"{'skipped' if old['status'] == 'skipped' else 'FAILED'} in old run, "
+                                f"missing from the new run")]
         return [_row(label, "MISSING from the new run", regression=True)]
     if old is None:
         return [_row(label, "new pair")]
@@ -392,14 +395,16 @@ def _compare_pair(key, old: dict | None, new: dict | None) -> list[tuple[str, in
 
 def _compare_variant(label: str, va: dict | None, vb: dict | None) -> tuple[str, int]:
     """Slower or faster only when the change exceeds REGRESSION_PCT and the two runs' intervals do not overlap."""
-    if vb is None:
-        return _row(label, "MISSING from the new run", regression=True)
     if va is None:
         return _row(label, "new variant")
-    (sa, _), (sb, why) = variant_status(va), variant_status(vb)
+    sa = variant_status(va)[0]
+    if vb is None:
+        return _row(label, f"{sa} in old run, missing from the new run" if sa in ("skipped", "FAILED")
+                    else "MISSING from the new run", regression=sa not in ("skipped", "FAILED"))
+    sb, why = variant_status(vb)
     if sb == "skipped":
         if sa in ("skipped", "FAILED"):
-            return _row(label, f"{sa} in old run, skipped in new run")
+            return _row(label, "skipped in both runs" if sa == "skipped" else "FAILED in old run, skipped in new run")
         return _row(label, f"skipped in new run: {_cell(why, 60)}", regression=True)
     if sb == "FAILED":
         if sa == "FAILED":

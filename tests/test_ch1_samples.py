@@ -150,6 +150,19 @@ def test_missing_cublas_is_one_line_with_the_command(tmp_path):
     assert len(errors) == 1 and "cuBLAS" in errors[0] and f"{fake} -m pip install nvidia-cublas" in errors[0], proc.stderr
 
 
+
+@needs_nvcc
+def test_without_cublas_every_other_sample_is_built_before_the_error(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexit 1\n")  # cuda_paths.py finds no cuBLAS
+    fake.chmod(0o755)
+    proc = subprocess.run(["make", "-C", str(CH1), "-n", "-B", "ARCH=sm_90", f"PYTHON={fake}"],
+                          capture_output=True, text=True, timeout=120)
+    built = re.findall(r"-o bin/(\w+)_sm90", proc.stdout)
+    assert sorted(built) == sorted(re.search(r"SAMPLES := (.*)", (CH1 / "Makefile").read_text()).group(1).split())
+    assert built[-1] == "batched_gemm_example", built          # the one that needs cuBLAS, last
+    assert proc.stdout.index("need") > proc.stdout.index("-o bin/cluster_dsmem_demo_sm90")
+
 TORCH_HEADERS = None
 try:
     from torch.utils import cpp_extension

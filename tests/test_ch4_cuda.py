@@ -41,3 +41,15 @@ def test_nvshmem_samples_compile_and_link(tmp_path):
         run = subprocess.run([str(binary)], env=bare, capture_output=True, text=True, timeout=60)
         lines = run.stderr.strip().splitlines()
         assert run.returncode == 2 and len(lines) == 1 and "nvshmem_launch_multinode.sh" in lines[0], run.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("make") is None, reason="needs nvcc and make")
+def test_missing_nvshmem_is_one_line_naming_the_python_to_install_it_into(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexit 1\n")  # cuda_paths.py finds no NVSHMEM
+    fake.chmod(0o755)
+    proc = subprocess.run(["make", "-C", str(ROOT / "ch4"), "nvshmem", "ARCH=sm_90", f"BIN={tmp_path}",
+                           f"PYTHON={fake}"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"{fake} -m pip install nvidia-nvshmem-cu13" in errors[0], proc.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from common.launch import RunSpec, run_in_subprocess, settle, watch, WorkerRun
+from common.launch import RunSpec, run_in_subprocess, settle, torchrun, watch, WorkerRun
 from common.results import validate_results
 
 FAKE_WORKER = r'''
@@ -20,8 +20,8 @@ if mode == "slow_start":  # as a slow interpreter start and torch import would b
     time.sleep(2.0)
 if mode == "never_starts":
     time.sleep(1e6)
-# a child in the same process group, as torchrun's ranks are
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1e6)"])
+# a child in a session of its own, as torchrun starts each rank: out of reach of a kill of the worker's group
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1e6)"], start_new_session=True)
 with open(pids, "w") as f:
     f.write(f"{os.getpid()} {child.pid}")
 
@@ -137,6 +137,32 @@ def test_an_interrupt_stops_the_worker_and_its_children(fake, tmp_path):
         timer.cancel()
     pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
     assert pids and not any(alive(p) for p in pids)
+
+
+SLEEPING_RANK = r'''
+import json, os, sys, time
+folder, result = sys.argv[1], sys.argv[2]
+with open(os.path.join(folder, f"rank{os.environ['RANK']}"), "w") as f:
+    f.write(str(os.getpid()))
+while os.environ["RANK"] == "0" and len([n for n in os.listdir(folder) if n.startswith("rank")]) < 2:
+    time.sleep(0.05)
+if os.environ["RANK"] == "0":  # both ranks are up: the pair has loaded, the timeout clock starts
+    with open(result, "w") as f:
+        json.dump({"in_progress": {"variant": "baseline", "stage": "verify"}}, f)
+time.sleep(1e6)  # hangs
+'''
+
+
+def test_a_timeout_stops_every_rank_that_torchrun_started(tmp_path):
+    """torchrun starts each rank in a session of its own: killing torchrun's process group alone leaves the
+    ranks running (holding their GPUs while the next pairs are timed)."""
+    (tmp_path / "sleeping_rank.py").write_text(SLEEPING_RANK)
+    result = tmp_path / "result.json"
+    run = watch(torchrun(2, "sleeping_rank", str(tmp_path), str(result)), result, timeout_s=1.0, startup_s=120,
+                env=dict(os.environ, PYTHONPATH=str(tmp_path)), echo=False)
+    assert run.stopped == "timeout"
+    pids = [int(f.read_text()) for f in tmp_path.glob("rank*")]
+    assert len(pids) == 2 and not any(alive(p) for p in pids), "a rank outlived torchrun"
 
 
 def test_a_finished_result_is_returned_as_written():

@@ -307,6 +307,24 @@ def test_missing_pairs_and_variants_count_as_regressions():
     assert "ch1/hangs" in text and "optimized_mixed_fast" in text
 
 
+def test_what_the_old_run_never_measured_is_no_regression_when_missing():
+    # a full run against a rerun of one pair: the pairs and variants the old run skipped or failed are not lost
+    old = run_with_failures()
+    new = copy.deepcopy(old)
+    new["pairs"] = [p for p in new["pairs"] if p["name"] == "mixed"]
+    mixed = new["pairs"][0]
+    mixed["variants"] = [v for v in mixed["variants"] if v["name"] != "optimized_mixed_gpu"]
+    text, n = compare_runs(old, new)
+    row = {label: next(line for line in text.splitlines() if line.startswith(label + " "))
+           for label in ("ch1/gpu_only", "ch1/crashes", "ch1/stuck", "ch1/hangs", "ch1/mixed optimized_mixed_gpu")}
+    assert row["ch1/gpu_only"].endswith("skipped in old run, missing from the new run")
+    assert row["ch1/crashes"].endswith("FAILED in old run, missing from the new run")
+    assert row["ch1/stuck"].endswith("FAILED in old run, missing from the new run")
+    assert row["ch1/mixed optimized_mixed_gpu"].endswith("skipped in old run, missing from the new run")
+    assert row["ch1/hangs"].endswith("MISSING from the new run  REGRESSION")  # its baseline and a variant were timed
+    assert n == text.count("REGRESSION") == 1
+
+
 def test_a_newly_failing_variant_is_a_regression_and_a_pair_that_now_crashes_too():
     old = all_pass_run()
     new = copy.deepcopy(old)

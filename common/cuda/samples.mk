@@ -3,7 +3,7 @@
 #   LIBS_name1 := ...               (extra link flags for one sample, optional)
 #   FLAGS_name1 := ...              (extra nvcc flags for one sample, optional; e.g. -Xptxas -v)
 #   ARCH_name1 := ...               (the architecture for one sample in place of ARCH, optional; e.g. sm_90a)
-#   NEEDS_CUBLAS := name1 ...       (the samples that link cuBLAS, optional)
+#   NEEDS_CUBLAS := name1 ...       (the samples that link cuBLAS, optional; set before the include)
 # and gets: make (build for the detected GPU; ARCH=sm_90 to choose), make name1 (one sample),
 # make run, make clean. Binaries carry the architecture: bin/name1_sm90.
 NVCC   ?= nvcc
@@ -17,7 +17,9 @@ endif
 ARCH   ?= sm_$(or $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d .),90)
 SUFFIX := $(subst sm_,sm,$(ARCH))
 FLAGS  := -std=c++17 -O3 -arch=$(ARCH) -I../common/cuda
-BINS   := $(addprefix bin/,$(addsuffix _$(SUFFIX),$(SAMPLES)))
+# The samples that need cuBLAS last: without it, every other sample is built before the one-line error.
+ORDERED := $(filter-out $(NEEDS_CUBLAS),$(SAMPLES)) $(filter $(NEEDS_CUBLAS),$(SAMPLES))
+BINS   := $(addprefix bin/,$(addsuffix _$(SUFFIX),$(ORDERED)))
 
 .PHONY: all run clean $(SAMPLES)
 all: $(BINS)
