@@ -5,7 +5,8 @@ before it also killed what it found below the worker) leaves the ranks running, 
 a CPU core while the next pairs are timed. This starts torchrun with 2 ranks on GPU 0 (each allocates 1 GiB and
 sleeps), lets common.launch.watch time it out, then says which ranks are still alive and how much GPU memory
 is in use. `--killpg-only` stops the way the harness used to, as the negative control; this script then kills the
-survivors itself. Prints one JSON line; exit 1 where a rank outlived the stop.
+survivors itself. `--device cpu` runs the same ranks without a GPU (what CI tests). Prints one JSON line; exit 1
+where a rank outlived the stop.
 
     python3 scripts/stop_probe.py && python3 scripts/stop_probe.py --killpg-only
 """
@@ -26,9 +27,10 @@ from common import launch  # noqa: E402
 RANK = r'''
 import json, os, sys, time
 import torch
-folder, result = sys.argv[1], sys.argv[2]
-held = torch.empty(1 << 28, dtype=torch.float32, device="cuda:0")   # 1 GiB on GPU 0, every rank
-torch.cuda.synchronize()
+folder, result, device = sys.argv[1], sys.argv[2], sys.argv[3]
+held = torch.zeros(1 << 28 if device != "cpu" else 1 << 18, device=device)   # every rank: 1 GiB on GPU 0
+if device != "cpu":
+    torch.cuda.synchronize()
 with open(os.path.join(folder, f"rank{os.environ['RANK']}"), "w") as f:
     f.write(str(os.getpid()))
 while os.environ["RANK"] == "0" and len([n for n in os.listdir(folder) if n.startswith("rank")]) < 2:
@@ -40,7 +42,9 @@ time.sleep(1e6)  # hangs
 '''
 
 
-def gpu0_used_mib() -> int:
+def gpu0_used_mib(device: str) -> int | None:
+    if device == "cpu":
+        return None
     out = subprocess.run(["nvidia-smi", "-i", "0", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
                          capture_output=True, text=True, timeout=30).stdout
     return int(out.split()[0])
@@ -64,21 +68,24 @@ def killpg_only(proc: subprocess.Popen) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--killpg-only", action="store_true", help="stop as the harness used to (negative control)")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="where the ranks allocate (default cuda)")
     args = ap.parse_args()
     if args.killpg_only:
         launch._stop = killpg_only
-    idle = gpu0_used_mib()
+    device = "cuda:0" if args.device == "cuda" else "cpu"
+    idle = gpu0_used_mib(device)
     seen: dict = {}
     with tempfile.TemporaryDirectory(prefix="stop-probe-") as tmp:
         folder, result = Path(tmp), Path(tmp) / "result.json"
         (folder / "gpu_rank.py").write_text(RANK)
-        run = launch.watch(launch.torchrun(2, "gpu_rank", str(folder), str(result)), result, timeout_s=2.0,
+        run = launch.watch(launch.torchrun(2, "gpu_rank", str(folder), str(result), device), result, timeout_s=2.0,
                            startup_s=180, env=dict(os.environ, PYTHONPATH=str(folder)), echo=False,
-                           on_stage=lambda stage: seen.setdefault(stage, gpu0_used_mib()))
+                           on_stage=lambda stage: seen.setdefault(stage, gpu0_used_mib(device)))
         ranks = sorted(int(f.read_text()) for f in folder.glob("rank*"))
-    time.sleep(3)  # what the killed ranks held is freed by now
+    if device != "cpu":
+        time.sleep(3)  # what the killed ranks held on the GPU is freed by now
     survivors = [pid for pid in ranks if alive(pid)]
-    after = gpu0_used_mib()
+    after = gpu0_used_mib(device)
     for pid in survivors:  # leave the machine as it was
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

@@ -1,8 +1,10 @@
 """common.launch against a fake worker: a small script that writes result files as common.run does, then
-hangs, crashes or finishes. No torch in the worker, so each case takes a fraction of a second."""
+hangs, crashes or finishes. No torch in the worker, so each case takes a fraction of a second (but the
+torchrun case, which runs scripts/stop_probe.py's two ranks on the CPU)."""
 import _thread
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -10,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from common.launch import RunSpec, run_in_subprocess, settle, torchrun, watch, WorkerRun
+from common.launch import RunSpec, run_in_subprocess, settle, watch, WorkerRun
 from common.results import validate_results
+from conftest import ROOT
 
 FAKE_WORKER = r'''
 import json, os, subprocess, sys, time
@@ -139,30 +142,16 @@ def test_an_interrupt_stops_the_worker_and_its_children(fake, tmp_path):
     assert pids and not any(alive(p) for p in pids)
 
 
-SLEEPING_RANK = r'''
-import json, os, sys, time
-folder, result = sys.argv[1], sys.argv[2]
-with open(os.path.join(folder, f"rank{os.environ['RANK']}"), "w") as f:
-    f.write(str(os.getpid()))
-while os.environ["RANK"] == "0" and len([n for n in os.listdir(folder) if n.startswith("rank")]) < 2:
-    time.sleep(0.05)
-if os.environ["RANK"] == "0":  # both ranks are up: the pair has loaded, the timeout clock starts
-    with open(result, "w") as f:
-        json.dump({"in_progress": {"variant": "baseline", "stage": "verify"}}, f)
-time.sleep(1e6)  # hangs
-'''
-
-
-def test_a_timeout_stops_every_rank_that_torchrun_started(tmp_path):
-    """torchrun starts each rank in a session of its own: killing torchrun's process group alone leaves the
-    ranks running (holding their GPUs while the next pairs are timed)."""
-    (tmp_path / "sleeping_rank.py").write_text(SLEEPING_RANK)
-    result = tmp_path / "result.json"
-    run = watch(torchrun(2, "sleeping_rank", str(tmp_path), str(result)), result, timeout_s=1.0, startup_s=120,
-                env=dict(os.environ, PYTHONPATH=str(tmp_path)), echo=False)
-    assert run.stopped == "timeout"
-    pids = [int(f.read_text()) for f in tmp_path.glob("rank*")]
-    assert len(pids) == 2 and not any(alive(p) for p in pids), "a rank outlived torchrun"
+@pytest.mark.parametrize("stop, survivors", [("common.launch._stop", 0), ("killpg only (before)", 2)])
+def test_a_timeout_stops_every_rank_that_torchrun_started(stop, survivors):
+    """torchrun starts each rank in a session of its own: killing torchrun's process group alone (the stop before,
+    scripts/stop_probe.py's negative control) leaves both ranks running, holding their GPUs while the next pairs are
+    timed; the harness's stop leaves none. The probe the H100 ran (profiles/h100/stop-6c46061), on the CPU."""
+    probe = subprocess.run([sys.executable, str(ROOT / "scripts" / "stop_probe.py"), "--device", "cpu"]
+                           + (["--killpg-only"] if survivors else []), capture_output=True, text=True, timeout=300)
+    said = json.loads(probe.stdout.splitlines()[-1])
+    assert (said["stop"], said["stopped"], len(said["ranks"])) == (stop, "timeout", 2), probe.stderr[-2000:]
+    assert len(said["ranks_alive_after_stop"]) == survivors and probe.returncode == (1 if survivors else 0)
 
 
 def test_a_finished_result_is_returned_as_written():
@@ -258,7 +247,6 @@ def test_the_worker_rates_against_the_ceilings_in_its_spec_and_reads_no_cache(tm
     """The parent decides, the worker measures: the ceilings travel in the RunSpec. With no cache anywhere
     (PERF_PEAKS_DIR empty) and a matmul rate in the spec 1e9 times too low, the launch-bound pair's roofline
     floor is the spec's: far above its time, so no share is printed and the note says what was measured."""
-    from conftest import ROOT
     monkeypatch.setenv("PERF_PEAKS_DIR", str(tmp_path / "no-cache-here"))
     base = ROOT / "ch1" / "baseline_batched_gemm.py"
     peaks = {"device": "spec's ceilings", "device_type": "cpu", "copy_gbps": 50.0, "matmul_tflops": {"fp32": 1e-9}}
@@ -274,7 +262,6 @@ def test_the_worker_rates_against_the_ceilings_in_its_spec_and_reads_no_cache(tm
 
 def test_the_worker_takes_one_spec_file_and_says_so_otherwise():
     import subprocess
-    from conftest import ROOT
     proc = subprocess.run([sys.executable, "-m", "common.run", "--chapter", "1"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 1
