@@ -119,8 +119,8 @@ def build_parser(pair_file: Path | None = None) -> argparse.ArgumentParser:
     ap.add_argument("--output", type=Path, metavar="DIR", help=(
         "also write the report (results.json, summary.md, figures) into DIR; default: print the comparison only, "
         "e.g. --output /tmp/run1" if pair_file else
-        "report folder (default: a new folder profiles/runs/<date>-<device>/, which git ignores), "
-        "e.g. --output /tmp/run1"))
+        "report folder, new or without a report in it (default: a new folder profiles/runs/<date>-<device>/, "
+        "which git ignores), e.g. --output /tmp/run1"))
     if pair_file:
         return ap
     ap.add_argument("--peaks", action="store_true", help="(re)measure this device's ceilings (copy GB/s, matmul "
@@ -190,10 +190,13 @@ def default_report_dir(label: str, now: dt.datetime | None = None) -> Path:
 
 
 def prepare_output(outdir: Path) -> str | None:
-    """Create the report folder and prove it writable, before any pair runs; the complaint, or None."""
+    """Create the report folder and prove it writable, before any pair runs; the complaint, or None. A folder
+    that holds a report already is refused: the new report would be mixed with the old one's files."""
     outdir = Path(outdir)
     if outdir.exists() and not outdir.is_dir():
         return f"--output {outdir}: exists and is not a folder; give a folder for the report"
+    if (outdir / "results.json").exists():  # its traces and figures would stay beside the new run's report
+        return f"--output {outdir}: already holds a report (results.json); give a new folder, or remove that one"
     try:
         outdir.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=outdir).close()

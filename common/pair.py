@@ -74,6 +74,7 @@ import difflib
 import importlib
 import importlib.util
 import inspect
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -172,8 +173,9 @@ class Variant:
 
     @property
     def summary(self) -> str:
-        doc = (self.module.__doc__ or "").strip()
-        return doc.splitlines()[0] if doc else ""
+        """The docstring's first sentence, on one line (--list, the report)."""
+        first = " ".join((self.module.__doc__ or "").strip().split("\n\n")[0].split())
+        return re.match(r"(.*?[.!?])(?:\s|$)|.*", first).group(1) or first
 
 
 @dataclasses.dataclass

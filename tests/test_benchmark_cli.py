@@ -202,12 +202,16 @@ def test_sigterm_before_anything_finished_writes_nothing_and_stops_the_worker(tm
     assert not _alive(worker)
 
 
-@pytest.mark.parametrize("kind", ["existing file", "under a file", "read-only folder"])
+@pytest.mark.parametrize("kind", ["existing file", "under a file", "read-only folder", "holds a report"])
 def test_a_bad_output_folder_is_refused_before_any_pair_runs(run_bench, tmp_path, kind):
     import os
     if kind == "existing file":
         target = tmp_path / "results.json"
         target.write_text("{}")
+    elif kind == "holds a report":  # an earlier run's; the new one would leave its traces beside a new results.json
+        target = tmp_path / "run"
+        target.mkdir()
+        (target / "results.json").write_text('{"earlier": true}')
     elif kind == "under a file":
         (tmp_path / "file").write_text("")
         target = tmp_path / "file" / "run"
@@ -223,6 +227,10 @@ def test_a_bad_output_folder_is_refused_before_any_pair_runs(run_bench, tmp_path
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and str(target) in lines[0], proc.stderr
+    if kind == "holds a report":
+        assert "already holds a report" in lines[0]
+        assert sorted(p.name for p in target.iterdir()) == ["results.json"]
+        assert json.loads((target / "results.json").read_text()) == {"earlier": True}
 
 
 def test_a_hanging_variant_keeps_its_neighbours(run_bench, tmp_path):

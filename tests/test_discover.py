@@ -110,6 +110,24 @@ def test_a_misspelt_or_misplaced_contract_name_is_one_line_at_load(tmp_path, bas
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("doc, summary", [
+    ("A sentence that\n    goes on, torch.compile inside. A second one.\n\nMore.",
+     "A sentence that goes on, torch.compile inside."),
+    ("No full stop,\nover two lines\n\nThe next paragraph.", "No full stop, over two lines"),
+    ("", ""),
+])
+def test_a_files_summary_is_its_first_sentence_whole(tmp_path, doc, summary):
+    """--list and the report show a file by its docstring's first sentence: whole, on one line, however wrapped."""
+    ch = tmp_path / "ch8"
+    ch.mkdir()
+    name = "s_" + "".join(c if c.isalnum() else "_" for c in tmp_path.name)
+    (ch / f"baseline_{name}.py").write_text(f'"""{doc}"""\nBOUND = "memory"\ndef workload(seed, device, quick): pass\n'
+                                            "def prepare(w): pass\n")
+    (ch / f"optimized_{name}.py").write_text(f'"""{doc}"""\ndef prepare(w): pass\n')
+    pair = load_pair(8, name, ch / f"baseline_{name}.py", [ch / f"optimized_{name}.py"])
+    assert pair.baseline.summary == summary and pair.variants[0].summary == summary
+
+
 def test_fixture_pairs_load():
     pair = load_pair(90, "scale", FIXTURES / "ch90" / "baseline_scale.py",
                      sorted((FIXTURES / "ch90").glob("optimized_scale*.py")))
