@@ -120,7 +120,7 @@ def plot(rows: list[dict], cap_gb: float | None, path: pathlib.Path) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--micro", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128],
                     help="micro-batch counts (each must divide 65,536)")
     ap.add_argument("--cap-gb", type=float, help="also run each count under this cap on the step's memory")

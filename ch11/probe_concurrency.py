@@ -6,6 +6,7 @@ A script, not a pair: nothing runs on import.
 
     python ch11/probe_concurrency.py          (needs a CUDA GPU; exits 2 with one line without one)
 """
+import argparse
 import sys
 from pathlib import Path
 
@@ -44,6 +45,7 @@ def probe(m: int, n: int, k: int) -> tuple[float, float]:
 
 
 def main(argv=None) -> int:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     if not torch.cuda.is_available():
         print("probe_concurrency: needs a CUDA GPU (it times cuBLAS on streams); none is visible", file=sys.stderr)
         return 2

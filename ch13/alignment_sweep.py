@@ -23,9 +23,11 @@ from ch13.sweep import cannot_sweep, time_ms  # noqa: E402
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tokens", type=int, default=8192)
-    p.add_argument("--dims", type=int, nargs=2, default=(4080, 4112))
-    p.add_argument("--out", type=Path, default=ROOT / "profiles" / "runs" / "alignment_sweep")
+    p.add_argument("--tokens", type=int, default=8192, help="rows of x (default 8192)")
+    p.add_argument("--dims", type=int, nargs=2, default=(4080, 4112), metavar=("FIRST", "LAST"),
+                   help="the range of d = K = N, both ends included (default 4080 4112)")
+    p.add_argument("--out", type=Path, default=ROOT / "profiles" / "runs" / "alignment_sweep",
+                   help="output folder (default profiles/runs/alignment_sweep)")
     a = p.parse_args(argv)
     refused = cannot_sweep(a.out, "GEMMs", triton=False)
     if refused:

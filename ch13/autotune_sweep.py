@@ -264,7 +264,8 @@ def markdown(rows: list, name: str, sms: int) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=ROOT / "profiles" / "runs" / "autotune_sweep")
+    p.add_argument("--out", type=Path, default=ROOT / "profiles" / "runs" / "autotune_sweep",
+                   help="output folder (default profiles/runs/autotune_sweep)")
     a = p.parse_args(argv)
     refused = cannot_sweep(a.out, "Triton kernels")
     if refused:

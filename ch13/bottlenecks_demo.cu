@@ -22,30 +22,6 @@ static bool report(const char* name, float ms, double bytes, double copy_gbps, b
   return ok;
 }
 
-// Without a GPU the runtime's first call fails with cudaErrorNoDevice, or, where no NVIDIA driver is loaded at
-// all, with cudaErrorInsufficientDriver ("CUDA driver version is insufficient") or cudaErrorStubLibrary, which
-// read like a version problem. Each is said here as what it is, in one line.
-static void require_gpu() {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err == cudaErrorInsufficientDriver || err == cudaErrorStubLibrary) {
-    // A loaded NVIDIA kernel driver has /proc/driver/nvidia/version: then the driver really is too old.
-    if (std::FILE* f = std::fopen("/proc/driver/nvidia/version", "r")) {
-      std::fclose(f);
-      std::fprintf(stderr, "error: the NVIDIA driver is older than this sample's CUDA runtime (%s)\n",
-                   cudaGetErrorString(err));
-      std::exit(2);
-    }
-    std::fprintf(stderr, "error: no CUDA GPU is present (no NVIDIA driver is loaded); this sample needs one\n");
-    std::exit(2);
-  }
-  if (err == cudaErrorNoDevice || (err == cudaSuccess && count == 0)) {
-    std::fprintf(stderr, "error: no CUDA GPU is present (cudaGetDeviceCount finds none); this sample needs one\n");
-    std::exit(2);
-  }
-  CUDA_CHECK(err);
-}
-
 int main() {
   require_gpu();
   print_device();

@@ -385,12 +385,17 @@ def write_report(out: Path, desc: str, device, table: str, metrics: dict, mem: d
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--step", choices=("block", "decode"), default="block")
+    p.add_argument("--step", choices=("block", "decode"), default="block",
+                   help="block: a transformer block's forward and backward (ch13/block.py, the default); "
+                        "decode: one decode step of chapter 16's model")
     p.add_argument("--size", choices=("full", "tiny"), default=None, help="default: full on a GPU, tiny on a CPU")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--compile", choices=("none", "default", "max-autotune"), default="none")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                   help="cuda or cpu (default: cuda where a GPU is visible, else cpu)")
+    p.add_argument("--compile", choices=("none", "default", "max-autotune"), default="none",
+                   help="profile the step under torch.compile in this mode (default none: eager)")
     p.add_argument("--steps", type=int, default=3, help="steps profiled in step 1")
-    p.add_argument("--output", type=Path, default=None)
+    p.add_argument("--output", type=Path, default=None,
+                   help="folder for the four steps' files (default: a new profiles/runs/<date>-walkthrough-<device>/)")
     p.add_argument("--skip", nargs="*", default=(), choices=("ncu", "nsys"), help="profilers not to run")
     p.add_argument("--ncu-launches", type=int, default=400,
                    help="kernel launches Nsight Compute profiles from the step's start (default 400; each is replayed "

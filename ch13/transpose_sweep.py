@@ -103,8 +103,9 @@ def plot(rows: list[dict], path: pathlib.Path) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tokens", type=int, nargs="+", default=[1, 16, 128, 1024, 4096])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("--tokens", type=int, nargs="+", default=[1, 16, 128, 1024, 4096],
+                    help="token counts M, the rows of x (default 1 16 128 1024 4096)")
     ap.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"], choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--budget", type=float, default=0.5, help="seconds of timing per point and way")
     ap.add_argument("--out", type=pathlib.Path, required=True, help="folder for the results")

@@ -42,10 +42,10 @@ def efficiency(n: int, tiles: int, sms: int) -> tuple[float, float]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "profiles" / "runs" / "wave_sweep", help="output folder")
-    p.add_argument("--n-from", type=int, default=1024)
-    p.add_argument("--n-to", type=int, default=5120)
+    p.add_argument("--n-from", type=int, default=1024, help="the first N, a multiple of 8 (default 1024)")
+    p.add_argument("--n-to", type=int, default=5120, help="the last N, included if a step lands on it (default 5120)")
     p.add_argument("--n-step", type=int, default=32, help="a multiple of 8 (16-byte rows for bf16)")
-    p.add_argument("--k", type=int, default=4096)
+    p.add_argument("--k", type=int, default=4096, help="the inner dimension K (default 4096)")
     a = p.parse_args(argv)
     if a.n_step % 8 or a.n_from % 8 or a.n_from < 8 or a.n_to < a.n_from:
         print("error: --n-from and --n-step must be multiples of 8, and --n-to at least --n-from", file=sys.stderr)

@@ -288,8 +288,10 @@ def plot(rows, path):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                    help="cuda or cpu (default: cuda where a GPU is visible)")
+    ap.add_argument("--quick", action="store_true",
+                    help="the CPU's small trace and model on any device: 12 requests, 4 slots, loads 20 80 320")
     ap.add_argument("--rates", type=float, nargs="+", help="offered loads, requests/s (default: the device's list)")
     ap.add_argument("--requests", type=int, help="requests in the trace (default 200 on a GPU: the p99 is the "
                     "third-slowest request)")

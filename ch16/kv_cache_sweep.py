@@ -98,14 +98,18 @@ def plot(rows, path):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--contexts", type=int, nargs="+", default=[128, 256, 512, 1024, 2048, 4000])
-    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                    help="cuda or cpu (default: cuda where a GPU is visible; a CPU runs the small model)")
+    ap.add_argument("--contexts", type=int, nargs="+", default=[128, 256, 512, 1024, 2048, 4000],
+                    help="context lengths L, one step each (default 128 256 512 1024 2048 4000; those the model "
+                         "has no positions for are dropped)")
+    ap.add_argument("--batch", type=int, default=1, help="requests decoded together, each L tokens in (default 1)")
     ap.add_argument("--quick", action="store_true", help="the small model")
     ap.add_argument("--copy-gbps", type=float, help="measured copy bandwidth (benchmark.py --peaks), for the floor")
     ap.add_argument("--budget", type=float, default=1.0, metavar="S",
                     help="the harness's timing budget per way and context, s (default 1)")
-    ap.add_argument("--out", type=pathlib.Path)
+    ap.add_argument("--out", type=pathlib.Path,
+                    help="folder for kv_cache_sweep.json and .png (default: print the table only)")
     a = ap.parse_args(argv)
     device = torch.device(a.device)
     if device.type == "cuda" and not torch.cuda.is_available():

@@ -95,16 +95,21 @@ def plot(rows: list[dict], path: pathlib.Path) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--scales", type=float, nargs="+", default=[0.0, 0.25, 0.5, 1.0, 2.0])
-    ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                    help="cuda or cpu (default: cuda where a GPU is visible; a CPU runs the small model)")
+    ap.add_argument("--quick", action="store_true", help="the small model and a short generation, as on a CPU")
+    ap.add_argument("--scales", type=float, nargs="+", default=[0.0, 0.25, 0.5, 1.0, 2.0],
+                    help="deep-layer scales: 0 makes the draft exact (every proposal accepted), larger scales make "
+                         "it disagree more (default 0 0.25 0.5 1 2)")
+    ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8],
+                    help="tokens the draft proposes per round (default 1 2 4 8)")
     ap.add_argument("--budget", type=float, default=1.0, metavar="S",
                     help="the harness's timing budget per timed call (the target alone, with the draft, one draft "
                     "step, one verification pass), s (default 1)")
     ap.add_argument("--seed", type=int, default=SEEDS[0], help="the prompt's seed (default: the harness's seed A, "
                     "so the row at the pair's setting is the pair's prompt)")
-    ap.add_argument("--out", type=pathlib.Path)
+    ap.add_argument("--out", type=pathlib.Path,
+                    help="folder for speculative_sweep.json and .png (default: print the table only)")
     a = ap.parse_args(argv)
     device = torch.device(a.device)
     if device.type == "cuda" and not torch.cuda.is_available():

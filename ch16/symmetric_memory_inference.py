@@ -506,14 +506,17 @@ def _sync(device: torch.device) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="serve a request across ranks and check it against one process")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--config", default="small", choices=sorted(CONFIGS))
+    ap.add_argument("--config", default="small", choices=sorted(CONFIGS), help="the target model (default small)")
     ap.add_argument("--no-symmetric", action="store_true", help="KV pages and mailboxes in ordinary tensors")
-    ap.add_argument("--allreduce", default="auto", choices=("auto", "symm", "dist"))
-    ap.add_argument("--prompt", type=int, default=16)
-    ap.add_argument("--new", type=int, default=12)
-    ap.add_argument("--k", type=int, default=3)
-    ap.add_argument("--depth", type=int, default=1)
-    ap.add_argument("--scale", type=float, default=0.5)
+    ap.add_argument("--allreduce", default="auto", choices=("auto", "symm", "dist"),
+                    help="the tensor-parallel all-reduce: symm, a one-shot all-reduce on symmetric memory (GPUs, "
+                         "2+ ranks); dist, torch.distributed's; auto (default): symm where it can run")
+    ap.add_argument("--prompt", type=int, default=16, help="prompt tokens per request (default 16)")
+    ap.add_argument("--new", type=int, default=12, help="tokens generated per request (default 12)")
+    ap.add_argument("--k", type=int, default=3, help="tokens the draft proposes per round (default 3)")
+    ap.add_argument("--depth", type=int, default=1, help="the draft's layers: the target's first DEPTH (default 1)")
+    ap.add_argument("--scale", type=float, default=0.5,
+                    help="the target's deep-layer scale: 0 makes the draft exact, larger disagrees more (default 0.5)")
     ap.add_argument("--requests", type=int, default=1, help="requests served one after another, each checked")
     ap.add_argument("--out", type=pathlib.Path, help="write rank 0's report here (JSON)")
     a = ap.parse_args(argv)

@@ -319,7 +319,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="rank 0 writes what it measured and verified here")
     args = ap.parse_args(argv)
     if "WORLD_SIZE" not in os.environ:
-        raise SystemExit("run me with torchrun, e.g. torchrun --nproc_per_node=2 ch4/nvshmem_training_example.py")
+        print("error: start it with torchrun, e.g. torchrun --nproc_per_node=2 ch4/nvshmem_training_example.py",
+              file=sys.stderr)
+        return 2
     bad = [s for s in args.shard_size or [] if s < 1 or int(os.environ["WORLD_SIZE"]) % s]
     if bad or args.steps < 1:   # before any process group or part: every rank stops here, rank 0 says why
         if os.environ.get("RANK", "0") == "0":

@@ -86,7 +86,7 @@ def build_parser(pair_file: Path | None = None) -> argparse.ArgumentParser:
         ap = ArgParser(prog=f"python {rel}",
                        description="Run the pair this file belongs to: verify every variant against the baseline, "
                                    "time them, print the comparison. Other pairs: python benchmark.py --help.",
-                       epilog=f"Examples\n  python {rel} --quick\n  python {rel} --device cpu --output /tmp/pair-run",
+                       epilog=f"Examples\n  python {rel} --quick\n  python {rel} --output /tmp/pair-run",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     else:
         ap = ArgParser(prog="python benchmark.py",

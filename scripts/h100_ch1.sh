@@ -3,6 +3,7 @@
 # Usage: scripts/h100_ch1.sh OUTDIR   (everything lands in OUTDIR; logs in OUTDIR/logs)
 # Each step has its own time limit; the script exits 1 if any step failed, after running the rest.
 set -uo pipefail
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 out=${1:?usage: scripts/h100_ch1.sh OUTDIR}
 mkdir -p "$out/logs" "$out/ch1"
 export PYTHONUNBUFFERED=1

@@ -2,6 +2,7 @@
 # The chapter 11 measurement on a GPU machine, plus the escaped-stream check.
 # Usage: scripts/h100_ch11.sh OUTDIR
 set -uo pipefail
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 out=${1:?usage: scripts/h100_ch11.sh OUTDIR}
 mkdir -p "$out/logs"
 export PYTHONUNBUFFERED=1

@@ -10,6 +10,7 @@
 # What comes back: OUTDIR/ch13_<part>.tar.gz (reports, traces, memory pictures, ncu CSVs, logs) and
 # OUTDIR/ch13_<part>.log.
 set -uo pipefail
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 out=${1:-${OUT:?usage: scripts/h100_ch13.sh OUTDIR [walkthrough|pairs|triton|kernels|compile|all]}}
 part=${2:-all}
 py=${PYTHON:-python3}

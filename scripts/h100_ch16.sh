@@ -10,6 +10,7 @@
 # What comes back: OUTDIR/ch16_<part>.tar.gz (reports, JSON, figures, logs) and OUTDIR/ch16_<part>.log,
 # few files at the top of OUTDIR, because a device run returns at most 8 files.
 set -uo pipefail
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 out=${1:-${OUT:?usage: scripts/h100_ch16.sh OUTDIR [PARTS]}}
 part=${2:-all}
 py=${PYTHON:-python3}

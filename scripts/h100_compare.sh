@@ -6,6 +6,7 @@
 #   ORDER: a = this tree (after), b = BEFORE_DIR; runs land in OUTDIR/{after,before}/TAG<k>, logs beside them.
 #   GIT_COMMIT and BEFORE_COMMIT name the two sides in the reports (the copies have no .git).
 set -uo pipefail
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 out=${1:?usage: scripts/h100_compare.sh OUTDIR BEFORE_DIR CHAPTER ORDER TAG} before=${2:?} ch=${3:?} order=${4:?}
 tag=${5:?}
 here=$PWD

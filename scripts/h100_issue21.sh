@@ -10,6 +10,7 @@
 #   goodput   ch1/performance_basics_optimized.py, tests 1, 2 and 2b in turn five times
 #   validate  scripts/validate_harness.py: five pairs, the harness vs do_bench vs a CUDA-event loop
 set -uo pipefail
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 out=${1:?usage: scripts/h100_issue21.sh OUTDIR STEP...}; shift
 mkdir -p "$out/logs"; export PYTHONUNBUFFERED=1
 step() { local name=$1 limit=$2; shift 2; echo "== $name" >&2; local t0=$SECONDS

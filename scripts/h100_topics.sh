@@ -8,6 +8,7 @@
 # failed (a negative control must fail: its step passes when the sample exits 1 and says MISMATCH).
 # What comes back: OUTDIR/topics_<parts>.tar.gz (reports, JSON, figures, logs) and OUTDIR/topics_<parts>.log.
 set -uo pipefail
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 out=${1:-${OUT:?usage: scripts/h100_topics.sh OUTDIR [PARTS]}}
 part=${2:-all}
 py=${PYTHON:-python3}

@@ -3,6 +3,7 @@
 # reuse fixtures (caught) beside correct pairs of every bound (passing), the too-few-GPUs skip.
 # Usage: scripts/h100_trust.sh OUTDIR [--quick]   Every step has its own time limit; a failing step fails the script.
 set -uo pipefail
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 out=${1:?usage: scripts/h100_trust.sh OUTDIR [--quick]}; quick=${2:-}
 mkdir -p "$out/logs"
 export PYTHONUNBUFFERED=1

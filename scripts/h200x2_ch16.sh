@@ -7,6 +7,7 @@
 # NVLink multicast stays off in every process, and nothing here calls a multimem op.
 # Each step has its own time limit; the script exits 1 if any step failed or timed out, after running the rest.
 set -uo pipefail
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 out=${1:-${OUT:?usage: scripts/h200x2_ch16.sh OUTDIR [pair] [breakdown] [server]}}
 shift $(( $# > 0 ? 1 : 0 ))
 parts=" ${*:-pair breakdown server} "

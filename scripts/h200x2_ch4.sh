@@ -12,6 +12,7 @@
 # Each part stays under the 10-minute limit of one device command; run them as separate commands
 # if a machine is slow. A part that fails is recorded in $OUT/status.txt and the next one runs.
 set -uo pipefail
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 OUT=${OUT:?set OUT to the folder for results}
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT/logs"

@@ -8,6 +8,7 @@
 # torch), then imported. One that fails is named and left out (the variants needing it are skipped);
 # the script still succeeds. The outcome is written to $VENV/.extras.
 set -euo pipefail
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}

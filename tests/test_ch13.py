@@ -224,12 +224,13 @@ def test_autotune_sweep_without_triton_says_so(monkeypatch, capsys, tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
-def test_the_cuda_sample_says_no_gpu_is_present(tmp_path):
+@pytest.mark.parametrize("sample", ["bottlenecks_demo", "sfu_balance_demo"])  # require_gpu() / its first CUDA_CHECK
+def test_the_cuda_sample_says_no_gpu_is_present(tmp_path, sample):
     if not no_gpu():
         pytest.skip("a GPU is present: the sample runs for real (scripts/h100_ch13.sh)")
-    exe = tmp_path / "bottlenecks_demo"
+    exe = tmp_path / sample
     subprocess.run(["nvcc", "-std=c++17", "-O3", "-arch=sm_90", f"-I{ROOT / 'common/cuda'}",
-                    str(ROOT / "ch13/bottlenecks_demo.cu"), "-o", str(exe)], check=True, capture_output=True, timeout=300)
+                    str(ROOT / f"ch13/{sample}.cu"), "-o", str(exe)], check=True, capture_output=True, timeout=300)
     r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.strip() == r.stderr.strip().splitlines()[0], r.stderr
     assert "no CUDA GPU is present" in r.stderr and "insufficient" not in r.stderr

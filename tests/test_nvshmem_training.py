@@ -99,3 +99,12 @@ def test_a_shard_size_that_does_not_divide_the_world_stops_before_any_part(tmp_p
     text = log.read_text()
     assert text.count("error: --shard-size 3 does not divide the world size 2") == 1, text   # rank 0 only
     assert "1. data parallel" not in text and not measured.exists(), text             # nothing ran
+
+
+def test_started_without_torchrun_it_says_how_in_one_line():
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    proc = subprocess.run([sys.executable, str(ROOT / "ch4" / "nvshmem_training_example.py")], capture_output=True,
+                          text=True, timeout=120, env=env)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and proc.stdout == "" and len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0].startswith("error: ") and "torchrun --nproc_per_node=2" in lines[0]

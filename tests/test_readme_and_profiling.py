@@ -1,8 +1,11 @@
 """The README's pair example runs as printed, and the profiling wrappers work without nsys."""
 import json
+import os
 import re
 import subprocess
 import sys
+
+import pytest
 
 from conftest import ROOT
 
@@ -94,3 +97,21 @@ def test_no_harness_function_is_over_60_lines_or_imports_but_for_a_reason():
     assert not long, long
     assert found == LAZY_IMPORTS, ({k: v for k, v in found.items() if LAZY_IMPORTS.get(k) != v},
                                    {k: v for k, v in LAZY_IMPORTS.items() if found.get(k) != v})
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "scripts").glob("*.sh")))
+def test_every_shell_script_explains_itself_with_help_and_runs_nothing(tmp_path, script):
+    """--help prints the script's header comment and exits 0; a python3 or make it would have started leaves a mark
+    (scripts/h100_ch16.sh once took --help for its output folder and began the GPU session)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("python3", "python", "make", "mpirun", "nvcc"):
+        (bin_dir / tool).write_text(f"#!/bin/sh\ntouch {tmp_path}/ran\n")
+        (bin_dir / tool).chmod(0o755)
+    path = ROOT / "scripts" / script
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "OUT": str(tmp_path / "out")}
+    proc = subprocess.run(["bash", str(path), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in env.items() if k != "PYTHON"})
+    header = path.read_text().splitlines()[1].lstrip("# ")
+    assert proc.returncode == 0 and proc.stdout.startswith(header), (proc.stdout[:500], proc.stderr[-500:])
+    assert "set -" not in proc.stdout and not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()

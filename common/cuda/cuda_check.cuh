@@ -9,15 +9,42 @@
 #include <cstdlib>
 #include <vector>
 
-#define CUDA_CHECK(call)                                                                  \
-  do {                                                                                    \
-    cudaError_t err_ = (call);                                                            \
-    if (err_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_),        \
-                   __FILE__, __LINE__, cudaGetErrorString(err_));                         \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+// A failed CUDA call: exit 1 naming it. Without a GPU the runtime's first call fails with cudaErrorNoDevice, or,
+// where no NVIDIA driver is loaded at all, with cudaErrorInsufficientDriver ("CUDA driver version is
+// insufficient") or cudaErrorStubLibrary, which read like a version problem: each is said as what it is, in one
+// line, with exit 2 (bad input, as everywhere in the repository).
+[[noreturn]] inline void cuda_fail(cudaError_t err, const char* file, int line) {
+  if (err == cudaErrorInsufficientDriver || err == cudaErrorStubLibrary) {
+    // A loaded NVIDIA kernel driver has /proc/driver/nvidia/version: then the driver really is too old.
+    if (std::FILE* f = std::fopen("/proc/driver/nvidia/version", "r")) {
+      std::fclose(f);
+      std::fprintf(stderr, "error: the NVIDIA driver is older than this sample's CUDA runtime (%s)\n",
+                   cudaGetErrorString(err));
+    } else {
+      std::fprintf(stderr, "error: no CUDA GPU is present (no NVIDIA driver is loaded); this sample needs one\n");
+    }
+    std::exit(2);
+  }
+  if (err == cudaErrorNoDevice) {
+    std::fprintf(stderr, "error: no CUDA GPU is present (the CUDA runtime finds none); this sample needs one\n");
+    std::exit(2);
+  }
+  std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err), file, line, cudaGetErrorString(err));
+  std::exit(1);
+}
+
+#define CUDA_CHECK(call)                                              \
+  do {                                                                \
+    cudaError_t err_ = (call);                                        \
+    if (err_ != cudaSuccess) cuda_fail(err_, __FILE__, __LINE__);     \
   } while (0)
+
+// Before a sample's first output: one line and exit 2 where there is no GPU to run it on.
+inline void require_gpu() {
+  int count = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (count == 0) cuda_fail(cudaErrorNoDevice, __FILE__, __LINE__);
+}
 
 // After a kernel launch: catch bad launch configurations at once.
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
