@@ -298,8 +298,8 @@ def positive_int(text: str) -> int:
 def main(argv=None) -> int:
     ap = ArgParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", choices=["default", "CUDA", "NVSHMEM"],
-                    help="measure NCCL and this one symmetric-memory backend (default: NCCL and the default backend "
-                         "here, then NVSHMEM in a second torchrun started by rank 0, merged into one report)")
+                    help="measure NCCL and this one symmetric-memory backend (default: NCCL and the default backend, "
+                         "then, on GPUs, NVSHMEM in a second launch, merged into one report)")
     ap.add_argument("--sizes", nargs="+", type=size_arg, help="message sizes per rank, e.g. 4K 64K 1M 256M")
     ap.add_argument("--budget", type=positive_seconds, help=f"timing budget per size and method, seconds, warm-up not "
                     f"counted (default {BUDGET_S:g}, {QUICK_BUDGET_S:g} with --quick)")

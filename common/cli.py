@@ -117,8 +117,8 @@ def build_parser(pair_file: Path | None = None) -> argparse.ArgumentParser:
                     "torch.profiler trace (Chrome/Perfetto JSON), or an nsys / ncu report, written next to "
                     "results.json, e.g. --profile torch")
     ap.add_argument("--output", type=Path, metavar="DIR", help=(
-        "also write the report (results.json, summary.md, figures) into DIR; default: print the comparison only, "
-        "e.g. --output /tmp/run1" if pair_file else
+        "also write the report (results.json, summary.md, figures) into DIR, new or without a report in it; "
+        "default: print the comparison only, e.g. --output /tmp/run1" if pair_file else
         "report folder, new or without a report in it (default: a new folder profiles/runs/<date>-<device>/, "
         "which git ignores), e.g. --output /tmp/run1"))
     if pair_file:
@@ -195,9 +195,9 @@ def prepare_output(outdir: Path) -> str | None:
     outdir = Path(outdir)
     if outdir.exists() and not outdir.is_dir():
         return f"--output {outdir}: exists and is not a folder; give a folder for the report"
-    if (outdir / "results.json").exists():  # its traces and figures would stay beside the new run's report
-        return f"--output {outdir}: already holds a report (results.json); give a new folder, or remove that one"
     try:
+        if (outdir / "results.json").exists():  # its traces and figures would stay beside the new run's report
+            return f"--output {outdir}: already holds a report (results.json); give a new folder, or remove that one"
         outdir.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=outdir).close()
     except OSError as e:

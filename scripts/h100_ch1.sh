@@ -11,6 +11,7 @@ rc=0
 step() { local name=$1 limit=$2; shift 2; echo "== $name" >&2
   timeout "$limit" "$@" > "$out/logs/$name.log" 2>&1; local r=$?
   grep -v '^      ' "$out/logs/$name.log" | tail -${TAIL:-12}; echo "== $name: exit $r" >&2; [ $r -eq 0 ] || rc=1; return 0; }
+rm -rf "$out/ch1"   # a rerun into the same OUTDIR replaces its report (benchmark.py refuses to write over one)
 TAIL=40 step benchmark_ch1 360 python3 benchmark.py --peaks --chapter 1 --output "$out/ch1"
 cp profiles/peaks/cuda-*.json "$out/" 2>/dev/null
 step performance_basics 60 python3 ch1/performance_basics.py

@@ -7,6 +7,7 @@ out=${1:?usage: scripts/h100_ch11.sh OUTDIR}
 mkdir -p "$out/logs"
 export PYTHONUNBUFFERED=1
 python3 ch11/probe_concurrency.py 2>&1 | tee "$out/logs/probe_concurrency.log"
+rm -rf "$out/ch11" "$out/escaped"   # a rerun replaces their reports (benchmark.py refuses to write over one)
 python3 benchmark.py --chapter 11 --output "$out/ch11" 2>&1 | tee "$out/logs/benchmark_ch11.log" | grep -v '^      '
 make -C ch11 run 2>&1 | tee "$out/logs/make_run.log"
 python3 benchmark.py --root tests/fixtures --chapter 92 --output "$out/escaped" 2>&1 | tee "$out/logs/escaped.log" | grep -v '^      '

@@ -21,6 +21,7 @@ for ((k = 0; k < ${#order}; k++)); do
   if [ "$side" = a ]; then dir="$here" name=after commit=${GIT_COMMIT:-unknown}
   else dir="$before" name=before commit=${BEFORE_COMMIT:-unknown}; fi
   echo "== $name $run" >&2
+  rm -rf "${out:?}/$name/$run"   # a rerun of a tag replaces its run (benchmark.py refuses to write over one)
   (cd "$dir" && GIT_COMMIT=$commit timeout 330 python3 benchmark.py "${sel[@]}" --output "$out/$name/$run" \
     > "$out/$name/$run.log" 2>&1); r=$?
   tail -3 "$out/$name/$run.log"; echo "== $name $run: exit $r" >&2; [ $r -eq 0 ] || rc=1

@@ -27,9 +27,9 @@ x = __import__(\"torch\").ones(1, device=\"cuda\"); from common.profiling.captur
 for n in (\"first\", \"second\"): t=time.time(); c=count_launches(lambda: x.add_(1)); print(f\"{n} kernel count: {time.time()-t:.1f} s\", c)"' ;;
     peaks) TAIL=12 step peaks 150 python3 benchmark.py --peaks ;;
     ceiling) TAIL=8 step ceiling 90 python3 -m pytest -q -s tests/test_ceilings_gpu.py ;;
-    aa) runs=$((runs + 1)); TAIL=14 step "aa$runs" 240 python3 benchmark.py --root tests/fixtures --chapter 83 \
+    aa) runs=$((runs + 1)); rm -rf "$out/aa$runs"; TAIL=14 step "aa$runs" 240 python3 benchmark.py --root tests/fixtures --chapter 83 \
           --chapter 84 --chapter 85 --chapter 92 --output "$out/aa$runs" ;;
-    ch[0-9]*) TAIL=40 step "$s" "${CH_LIMIT_S:-330}" python3 benchmark.py --chapter "${s#ch}" --output "$out/$s" ;;
+    ch[0-9]*) rm -rf "${out:?}/$s"; TAIL=40 step "$s" "${CH_LIMIT_S:-330}" python3 benchmark.py --chapter "${s#ch}" --output "$out/$s" ;;
     prealloc) TAIL=12 step prealloc 120 python3 ch1/preallocation_profile.py --json "$out/preallocation_profile.json" ;;
     goodput) TAIL=30 step goodput 100 python3 ch1/performance_basics_optimized.py --json "$out/goodput.json" ;;
     validate) TAIL=40 step validate 240 python3 scripts/validate_harness.py --out "$out/validate" ;;

@@ -13,6 +13,7 @@ step() { local name=$1 limit=$2; shift 2; echo "== $name" >&2
   grep -v '^      ' "$out/logs/$name.log" | tail -${TAIL:-25}; echo "== $name: exit $r" >&2; [ $r -eq 0 ] || rc=1; return 0; }
 step escape_rounds 120 python3 scripts/escape_rounds.py --json "$out/escape_rounds.json"
 # Exit 1 expected: the fixtures hold the faults
+rm -rf "$out/fixtures"   # a rerun replaces its report (benchmark.py refuses to write over one)
 step fixtures 300 python3 benchmark.py --root tests/fixtures --chapter 92 --chapter 83 $quick --output "$out/fixtures"
 grep -q '"status": "failed"' "$out/fixtures/results.json" 2>/dev/null && rc=$((rc))   # failures here are the point
 # A 2-process pair on one GPU: skipped in a chapter run (exit 0), one-line error for --pair (exit 2)

@@ -15,11 +15,15 @@
 // line, with exit 2 (bad input, as everywhere in the repository).
 [[noreturn]] inline void cuda_fail(cudaError_t err, const char* file, int line) {
   if (err == cudaErrorInsufficientDriver || err == cudaErrorStubLibrary) {
-    // A loaded NVIDIA kernel driver has /proc/driver/nvidia/version: then the driver really is too old.
+    // A loaded NVIDIA kernel driver has /proc/driver/nvidia/version: then the message means what it says.
     if (std::FILE* f = std::fopen("/proc/driver/nvidia/version", "r")) {
       std::fclose(f);
-      std::fprintf(stderr, "error: the NVIDIA driver is older than this sample's CUDA runtime (%s)\n",
-                   cudaGetErrorString(err));
+      if (err == cudaErrorStubLibrary)
+        std::fprintf(stderr, "error: this sample loaded the CUDA toolkit's stub libcuda.so, not the driver's; take "
+                             "the toolkit's lib64/stubs folder off LD_LIBRARY_PATH\n");
+      else
+        std::fprintf(stderr, "error: the NVIDIA driver is older than this sample's CUDA runtime (%s)\n",
+                     cudaGetErrorString(err));
     } else {
       std::fprintf(stderr, "error: no CUDA GPU is present (no NVIDIA driver is loaded); this sample needs one\n");
     }
