@@ -46,6 +46,11 @@ SPARE_AFTER = (ROUNDS_OVER, "verify after timing")
 # NVLink multicast (NVLS) stays off in every worker unless the user turns it on explicitly: on the
 # shared machines this project is measured on it is not ours to use.
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+# A worker profiles a variant (a launch-bound pair's kernel counts, --profile torch) and then times the next one in
+# the same process. Kineto leaves CUPTI attached after a profile unless TEARDOWN_CUPTI=1 (pytorch/pytorch#144455),
+# and every later launch pays for it: on an H100, fp8_linear's eager baseline read 0.111 ms after a profile and
+# 0.097 ms without one, compile_shapes' 5.14 against 3.80-3.89 ms (profiles/h100/cupti-d4aaf5a/).
+CUPTI_TEARDOWN = {"TEARDOWN_CUPTI": "1"}
 # Exit codes that say no rank died: 1, a worker's verdict on a failed pair; -15, torchrun stopping the survivors.
 _ECHO_EXIT_CODES = ("1", "-15")
 
@@ -374,9 +379,9 @@ def run_in_subprocess(spec: RunSpec, *, timeout_s: float, echo: bool = True, sta
 
 
 def worker_env(chapters: Path = REPO_ROOT) -> dict:
-    """A worker's environment: this one, multicast off unless set, and the repository and the folder that holds
-    the pair's chapters (tests keep theirs elsewhere) on PYTHONPATH."""
-    env = dict(MULTICAST_OFF, **os.environ)  # the user's explicit setting wins
+    """A worker's environment: this one, multicast off and CUPTI torn down after a profile unless set, and the
+    repository and the folder that holds the pair's chapters (tests keep theirs elsewhere) on PYTHONPATH."""
+    env = {**MULTICAST_OFF, **CUPTI_TEARDOWN, **os.environ}  # the user's explicit setting wins
     env.update(PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(dict.fromkeys([str(REPO_ROOT), str(chapters)]
                                                         + [p for p in [os.environ.get("PYTHONPATH")] if p])))
