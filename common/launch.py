@@ -47,9 +47,10 @@ SPARE_AFTER = (ROUNDS_OVER, "verify after timing")
 # shared machines this project is measured on it is not ours to use.
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 # A worker profiles a variant (a launch-bound pair's kernel counts, --profile torch) and then times the next one in
-# the same process. Kineto leaves CUPTI attached after a profile unless TEARDOWN_CUPTI=1 (pytorch/pytorch#144455),
-# and every later launch pays for it: on an H100, fp8_linear's eager baseline read 0.111 ms after a profile and
-# 0.097 ms without one, compile_shapes' 5.14 against 3.80-3.89 ms (profiles/h100/cupti-d4aaf5a/).
+# the same process. Kineto leaves CUPTI attached after a profile unless TEARDOWN_CUPTI=1 (pytorch/pytorch#144455):
+# on an H100 a --profile torch run read fp8_linear's eager baseline 0.111 ms against 0.097 ms in plain runs around it,
+# compile_shapes' 5.14 against 3.80-3.89 ms. With teardown, profiled runs read faster, by less than their spread
+# (profiles/h100/cupti-d4aaf5a/).
 CUPTI_TEARDOWN = {"TEARDOWN_CUPTI": "1"}
 # Exit codes that say no rank died: 1, a worker's verdict on a failed pair; -15, torchrun stopping the survivors.
 _ECHO_EXIT_CODES = ("1", "-15")
