@@ -40,9 +40,11 @@ run_part() {
 }
 { $py -c "import torch, importlib.util as u; print('torch', torch.__version__, torch.cuda.get_device_name(0),
 'torchao', bool(u.find_spec('torchao')), 'gemlite', bool(u.find_spec('gemlite')))"; nvidia-smi \
-  --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv; } > "$work/logs/versions_$part.log" 2>&1
+  --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv; \
+  } > "$work/logs/versions_$part.log" 2>&1
 cat "$work/logs/versions_$part.log"
-run_part "$part" 2>&1 | tee "$work/logs/cupti_$part.log"
+{ run_part "$part"; exit $rc; } 2>&1 | tee "$work/logs/cupti_$part.log"
+rc=${PIPESTATUS[0]}
 cp "$work/logs/cupti_$part.log" "$out/cupti_$part.log"
 tar -czf "$out/cupti_$part.tar.gz" -C "$work" .
 exit $rc
