@@ -49,8 +49,9 @@ MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1
 # A worker profiles a variant (a launch-bound pair's kernel counts, --profile torch) and then times the next one in
 # the same process. Kineto leaves CUPTI attached after a profile unless TEARDOWN_CUPTI=1 (pytorch/pytorch#144455):
 # on an H100 a --profile torch run read fp8_linear's eager baseline 0.111 ms against 0.097 ms in plain runs around it,
-# compile_shapes' 5.14 against 3.80-3.89 ms. With teardown, profiled runs read faster, by less than their spread
-# (profiles/h100/cupti-d4aaf5a/).
+# compile_shapes' 5.14 against 3.80-3.89 ms (profiles/h100/cupti-d4aaf5a/). Torn down, calls timed after a profile
+# time like those in a process never profiled (scripts/cupti_probe.py, 10 processes per arm: a graph replay 0.0844
+# against 0.0845 ms, 0.0871 ms left attached; profiles/h100/cupti-8e0b8a1/).
 CUPTI_TEARDOWN = {"TEARDOWN_CUPTI": "1"}
 # Exit codes that say no rank died: 1, a worker's verdict on a failed pair; -15, torchrun stopping the survivors.
 _ECHO_EXIT_CODES = ("1", "-15")
