@@ -1,4 +1,5 @@
-"""The harness catches each class of fault that makes a timed result untrustworthy (CPU, and GPU where needed).
+"""The harness catches each class of fault that makes a timed result untrustworthy: on the CPU, and where a GPU is
+present on it as well (the same fixtures and assertions: the GPU's timer, feed, streams and ceilings are other code).
 
 Fixtures: tests/fixtures/ch80 (one variant per fault, correct variants sorted after the offenders),
 ch81 (a workload whose claimed bytes no call can move that fast), ch89 (variants that tamper with the
@@ -20,15 +21,20 @@ from conftest import FIXTURES
 pytestmark = pytest.mark.serial   # speedups and SUSPECT verdicts of timed fixtures: run alone (make test)
 
 
-@pytest.fixture(scope="module")
-def trust_run(tmp_path_factory):
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.fixture(scope="module", params=DEVICES)
+def trust_run(request, tmp_path_factory):
+    """The fixtures run once per device (a report each); each test below reads both."""
     from conftest import bench
-    out = tmp_path_factory.mktemp("trust")
+    out = tmp_path_factory.mktemp(f"trust-{request.param}")
     proc = bench("--root", str(FIXTURES), "--chapter", "80", "--chapter", "81", "--chapter", "89", "--quick",
-                 "--device", "cpu", "--output", str(out))
+                 "--device", request.param, "--output", str(out))
     doc = json.loads((out / "results.json").read_text())
+    assert doc["device"]["type"] == request.param, doc["device"]
     pairs = {p["name"]: p for p in doc["pairs"]}
-    return proc, pairs, (out / "summary.md").read_text()
+    return proc, pairs, (out / "summary.md").read_text(), request.param
 
 
 def variants(pair):
@@ -56,7 +62,7 @@ REUSE = ("e_memo", "j_sampled_lru2", "r_sampled_lru1")
 
 
 def test_each_fault_class_fails_or_is_suspect(trust_run):
-    proc, pairs, _ = trust_run
+    proc, pairs, _, _ = trust_run
     assert proc.returncode == 1, proc.stderr[-2000:]
     v = variants(pairs["trust"])
     for name, words in FAILS.items():
@@ -70,7 +76,7 @@ def test_each_fault_class_fails_or_is_suspect(trust_run):
 
 
 def test_tampering_with_the_process_fails_and_is_undone(trust_run):
-    _, pairs, _ = trust_run
+    _, pairs, _, _ = trust_run
     assert "time.perf_counter" in pairs["clock"]["variants"][0]["error"]
     assert "common.verify.verify_outputs" in pairs["verify"]["variants"][0]["error"]
     assert pairs["sabotage"]["status"] == "failed" and "torch.Tensor.__matmul__" in pairs["sabotage"]["error"]
@@ -84,7 +90,7 @@ def test_tampering_with_the_process_fails_and_is_undone(trust_run):
 
 
 def test_a_correct_variant_after_a_mutating_one_still_verifies(trust_run):
-    _, pairs, _ = trust_run
+    _, pairs, _, _ = trust_run
     v = variants(pairs["trust"])
     for name in ("b_correct", "g_flags_seen"):  # g refuses to run if TF32 leaked from f
         assert v[name]["verified"] and v[name]["error"] is None and v[name]["speedup"] > 0, v[name]
@@ -93,14 +99,14 @@ def test_a_correct_variant_after_a_mutating_one_still_verifies(trust_run):
 
 
 def test_every_failure_of_a_pair_is_listed(trust_run):
-    _, pairs, summary = trust_run
+    _, pairs, summary, _ = trust_run
     assert len(pairs["trust"]["errors"]) == len(FAILS)
     for name in FAILS:
         assert name in summary
 
 
 def test_a_result_beyond_the_physical_floor_is_suspect_and_has_no_speedup(trust_run):
-    _, pairs, summary = trust_run
+    _, pairs, summary, _ = trust_run
     claims = pairs["claims"]
     assert "floor its workload implies" in claims["baseline"]["suspect"]
     var = variants(claims)["claims"]
@@ -112,7 +118,7 @@ def test_a_variant_declaring_its_own_bytes_is_rated_on_them_within_what_its_prec
     # bytes_moved in a variant file (float8 weights read where the baseline reads bf16): its GB/s and the
     # physics check use them, within the workload's bytes scaled by the precision's width; a declaration
     # beyond that is ignored, so it cannot lower the floor the check holds a variant to.
-    _, pairs, _ = trust_run
+    _, pairs, _, _ = trust_run
     v = variants(pairs["claims"])
     own, few = v["claims_own_bytes"], v["claims_too_few_bytes"]
     assert own["verified"] and own["bytes_moved"] == 32e9 and "its bytes_moved" in own["ceiling_note"]
@@ -122,14 +128,14 @@ def test_a_variant_declaring_its_own_bytes_is_rated_on_them_within_what_its_prec
 
 
 def test_ceilings_a_result_beat_are_not_reused(trust_run):
-    proc, _, _ = trust_run
+    proc, _, _, device = trust_run
     from common.peaks import peaks_path
     assert "dropped" in proc.stderr and "measured again" in proc.stderr
-    assert not peaks_path(torch.device("cpu")).exists()
+    assert not peaks_path(torch.device(device)).exists()
 
 
 def test_a_variant_needing_a_missing_package_is_skipped_with_the_reason(trust_run):
-    _, pairs, _ = trust_run
+    _, pairs, _, _ = trust_run
     v = variants(pairs["trust"])["i_needs_package"]
     assert "a_package_nobody_installs" in v["skipped"] and not v["error"]
 
