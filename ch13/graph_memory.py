@@ -100,7 +100,7 @@ def make_step(strategy: str, model):
 def measure(strategy: str, quick: bool, out: Path, device="cuda") -> dict:
     """One strategy in this process, a row per length fed (the tests pass "cpu" and fake memory readers)."""
     snapshot = None
-    if strategy != "eager":  # before the model, so the snapshot shows the weights too
+    if strategy != "eager" and torch.device(device).type == "cuda":  # before the model: the snapshot shows the weights
         try:  # Python stacks only: C++ unwinding is slow and makes the file large
             torch.cuda.memory._record_memory_history(max_entries=100000, stacks="python")
             snapshot = f"memory_snapshot_{strategy}.pickle"

@@ -2,7 +2,8 @@
 
     torchrun --nproc-per-node 2 ch16/tp_decode_breakdown.py              # the pair's GPU size (llama-1b)
     torchrun --nproc-per-node 2 ch16/tp_decode_breakdown.py --quick      # the small model: a smoke run
-    options: --output DIR (default: a new profiles/runs/<YYYYMMDD-HHMMSS>-ch16-tp-breakdown/), --budget S
+    options: --output DIR (default: a new profiles/runs/<YYYYMMDD-HHMMSS>-ch16-tp-breakdown/), --budget S,
+             --device cpu (Gloo on CPU processes, also where GPUs are present)
 
 The tp_decode pair (baseline_tp_decode.py) times the whole step. This script takes the pair's own workload
 (seed 0) and its own graphed step (`tp_step`) apart, timing five calls:
@@ -244,6 +245,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, metavar="S",
                     help=f"timing budget per call in seconds (default {BUDGET_S:g}, --quick {QUICK_BUDGET_S:g})")
     ap.add_argument("--output", type=Path, metavar="DIR", help="folder for breakdown.json and breakdown.md")
+    ap.add_argument("--device", choices=("cuda", "cpu"), help="cuda (one GPU a process, NCCL) or cpu (Gloo); "
+                    "default cuda where a GPU is visible")
     ap.add_argument("--fused", action="store_true", help="GPU: also the steps with each layer's pieces compiled "
                     "by torch.compile (what the all-reduce costs once the step has fewer kernels)")
     ap.add_argument("--profile", action="store_true", help="GPU: also each call's kernels by class (torch.profiler), "
@@ -254,11 +257,12 @@ def main(argv=None) -> int:
         print("error: a tensor-parallel step needs 2 or more processes: "
               "torchrun --nproc-per-node 2 ch16/tp_decode_breakdown.py", file=sys.stderr)
         return 2
-    if torch.cuda.is_available() and torch.cuda.device_count() < world:
+    kind = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if kind == "cuda" and torch.cuda.device_count() < world:
         print(f"error: {world} processes need {world} GPUs; {torch.cuda.device_count()} visible", file=sys.stderr)
         return 2
     rank = int(os.environ["RANK"])
-    if torch.cuda.is_available():
+    if kind == "cuda":
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         torch.cuda.set_device(device)
     else:

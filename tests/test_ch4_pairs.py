@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -101,10 +102,10 @@ def test_every_ch4_pair_verifies_on_gloo_with_two_processes(tmp_path):
     assert overlap["pipeline_handoff"]["stages"]["chunks"] == 4
 
 
-def _threads() -> int | None:
-    """This process's threads (Linux), or None where /proc cannot tell."""
+def _threads() -> list[str] | None:
+    """The names of this process's threads (Linux), or None where /proc cannot tell."""
     try:
-        return len(os.listdir("/proc/self/task"))
+        return [Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in os.listdir("/proc/self/task")]
     except OSError:
         return None
 
@@ -146,10 +147,11 @@ def _driver(out: str) -> int:
     if dist.get_rank() == 0:
         Path(out).write_text(json.dumps({"pairs": results}, default=str))
     dist.destroy_process_group()
-    left = _threads()
-    if threads_before is not None and left is not None and left > threads_before:
+    after = _threads()
+    left = None if None in (threads_before, after) else list((Counter(after) - Counter(threads_before)).elements())
+    if left:
         print(f"rank {dist.get_rank() if dist.is_initialized() else os.environ.get('RANK')}: "
-              f"destroy_process_group() left {left - threads_before} thread(s) running: the process group is "
+              f"destroy_process_group() left {len(left)} thread(s) running ({', '.join(left)}): the process group is "
               f"still referenced, so its Gloo workers outlive the interpreter and can abort the rank at exit "
               f"(known cause: importing torch._dynamo while the group exists, e.g. through "
               f"torch.use_deterministic_algorithms in common/numerics.apply_flags)", file=sys.stderr, flush=True)

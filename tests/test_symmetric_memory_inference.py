@@ -12,6 +12,7 @@ import os
 import socket
 
 import pytest
+import torch
 
 from ch16 import symmetric_memory_inference as smi
 
@@ -23,6 +24,10 @@ def _free_port() -> int:
 
 
 def _rank_main(main, rank: int, world: int, port: int, argv: list[str]) -> None:
+    # One torch thread a rank, first: a child forked from a process whose OpenMP pool ran (an earlier test's
+    # CPU work in the same pytest process; `make test` sets OMP_NUM_THREADS=1, plain `pytest tests` does not)
+    # hangs in its first parallel region. Seen after test_graph_memory: both ranks never returned.
+    torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
                       WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
     code = 1
@@ -108,7 +113,7 @@ def test_tp_breakdown_on_two_gloo_ranks_parts_the_step_into_compute_and_all_redu
     is the GPU run's finding, not a CPU test's)."""
     from ch16 import tp_decode_breakdown as tpb
     out = tmp_path / "breakdown"
-    codes = on_ranks(tpb.main, 2, ["--quick", "--budget", "0.1", "--output", str(out)])
+    codes = on_ranks(tpb.main, 2, ["--quick", "--device", "cpu", "--budget", "0.1", "--output", str(out)])
     assert codes == [0, 0], f"exit codes {codes}"
     report = json.loads((out / "breakdown.json").read_text())
     rows = report["rows"]
@@ -129,7 +134,7 @@ def test_tp_breakdown_that_fails_says_so_in_one_line_and_writes_no_report(tmp_pa
         raise RuntimeError("step_symm differs from step_nccl: relative error 1.0e+00")
     monkeypatch.setattr(tpb, "measure", broken)   # the forked ranks inherit it
     out = tmp_path / "breakdown"
-    assert on_ranks(tpb.main, 2, ["--quick", "--output", str(out)]) == [1, 1]
+    assert on_ranks(tpb.main, 2, ["--quick", "--device", "cpu", "--output", str(out)]) == [1, 1]
     assert not out.exists()
 
 
