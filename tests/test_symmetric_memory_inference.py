@@ -24,9 +24,9 @@ def _free_port() -> int:
 
 
 def _rank_main(main, rank: int, world: int, port: int, argv: list[str]) -> None:
-    # One torch thread a rank, first: a child forked from a process whose OpenMP pool ran (an earlier test's
-    # CPU work in the same pytest process; `make test` sets OMP_NUM_THREADS=1, plain `pytest tests` does not)
-    # hangs in its first parallel region. Seen after test_graph_memory: both ranks never returned.
+    # One torch thread a rank, first. Forked from a pytest process whose earlier test ran torch's CPU thread pool
+    # (test_graph_memory, under plain `pytest`; `make test` sets OMP_NUM_THREADS=1), both ranks of the
+    # breakdown test never returned: a thread pool does not survive a fork. With this line they pass.
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
                       WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
