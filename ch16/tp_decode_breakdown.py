@@ -259,7 +259,8 @@ def main(argv=None) -> int:
         return 2
     kind = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if kind == "cuda" and torch.cuda.device_count() < world:
-        print(f"error: {world} processes need {world} GPUs; {torch.cuda.device_count()} visible", file=sys.stderr)
+        print(f"error: {world} processes need {world} GPUs; {torch.cuda.device_count()} visible (--device cpu: Gloo)",
+              file=sys.stderr)
         return 2
     rank = int(os.environ["RANK"])
     if kind == "cuda":

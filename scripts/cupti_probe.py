@@ -133,7 +133,8 @@ def main(argv=None) -> int:
             p = subprocess.run([sys.executable, __file__, "--arm", name], env=env, capture_output=True, text=True)
             if p.returncode != 0:
                 failed += 1
-                print(f"{name} round {rnd}: exit {p.returncode}: {p.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+                last = (p.stderr.strip().splitlines() or [""])[-1]
+                print(f"{name} round {rnd}: exit {p.returncode}: {last}", file=sys.stderr)
                 continue
             row = {**json.loads(p.stdout.strip().splitlines()[-1]), "round": rnd}
             rows.append(row)

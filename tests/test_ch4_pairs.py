@@ -103,11 +103,19 @@ def test_every_ch4_pair_verifies_on_gloo_with_two_processes(tmp_path):
 
 
 def _threads() -> list[str] | None:
-    """The names of this process's threads (Linux), or None where /proc cannot tell."""
+    """The names of this process's threads (Linux), or None where /proc cannot tell. A thread that ends while
+    they are read is left out."""
     try:
-        return [Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in os.listdir("/proc/self/task")]
+        tids = os.listdir("/proc/self/task")
     except OSError:
         return None
+    names = []
+    for t in tids:
+        try:
+            names.append(Path(f"/proc/self/task/{t}/comm").read_text().strip())
+        except OSError:
+            pass
+    return names
 
 
 def _driver(out: str) -> int:
@@ -151,9 +159,9 @@ def _driver(out: str) -> int:
     left = None if None in (threads_before, after) else list((Counter(after) - Counter(threads_before)).elements())
     if left:
         print(f"rank {dist.get_rank() if dist.is_initialized() else os.environ.get('RANK')}: "
-              f"destroy_process_group() left {len(left)} thread(s) running ({', '.join(left)}): the process group is "
-              f"still referenced, so its Gloo workers outlive the interpreter and can abort the rank at exit "
-              f"(known cause: importing torch._dynamo while the group exists, e.g. through "
+              f"destroy_process_group() left {len(left)} thread(s) running ({', '.join(left)}). If they are Gloo's, "
+              f"the group is still referenced, and its workers outlive the interpreter and can abort the rank at "
+              f"exit (known cause: importing torch._dynamo while the group exists, e.g. through "
               f"torch.use_deterministic_algorithms in common/numerics.apply_flags)", file=sys.stderr, flush=True)
         return 1
     return 0

@@ -78,7 +78,7 @@ def test_measure_runs_every_strategy_and_the_outputs_are_written(fake_memory, tm
     for s in runs:
         assert [r["length"] for r in s["rows"]] == ts
         assert [r["graphs"] for r in s["rows"]] == gm.graphs_so_far(ts, s["strategy"])
-        assert s["snapshot"] is None  # a CPU build records no memory history: said once, not raised
+        assert s["snapshot"] is None  # a CPU run records no CUDA memory history
         json.dumps(s)
     assert "per_length length 17" in capsys.readouterr().err
     result = {"device": "cpu", "torch": torch.__version__, "quick": True, "config": runs[0]["config"],

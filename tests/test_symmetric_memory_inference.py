@@ -26,7 +26,7 @@ def _free_port() -> int:
 def _rank_main(main, rank: int, world: int, port: int, argv: list[str]) -> None:
     # One torch thread a rank, first. Forked from a pytest process whose earlier test ran torch's CPU thread pool
     # (test_graph_memory, under plain `pytest`; `make test` sets OMP_NUM_THREADS=1), both ranks of the
-    # breakdown test never returned: a thread pool does not survive a fork. With this line they pass.
+    # breakdown test never returned. With this line they pass.
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
                       WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
@@ -164,3 +164,14 @@ def test_tp_breakdown_in_one_process_is_one_line_and_exit_2(capsys, monkeypatch)
     assert tpb.main(["--quick"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and "torchrun --nproc-per-node 2" in err[0]
+
+
+def test_tp_breakdown_on_cuda_with_too_few_gpus_is_one_line_and_exit_2(capsys, monkeypatch):
+    """--device cuda with fewer GPUs than ranks: one line that says what is missing and where the CPU path is."""
+    from ch16 import tp_decode_breakdown as tpb
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("2 GPUs are visible: the run would start")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert tpb.main(["--quick", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: 2 processes need 2 GPUs") and "--device cpu" in err[0], err

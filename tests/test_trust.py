@@ -1,5 +1,5 @@
-"""The harness catches each class of fault that makes a timed result untrustworthy: on the CPU, and where a GPU is
-present on it as well (the same fixtures and assertions: the GPU's timer, feed, streams and ceilings are other code).
+"""The harness catches each class of fault that makes a timed result untrustworthy. The same fixtures and assertions
+run on the CPU and, where a GPU is present, on it too (a GPU's timer, input feed, streams and ceilings are other code).
 
 Fixtures: tests/fixtures/ch80 (one variant per fault, correct variants sorted after the offenders),
 ch81 (a workload whose claimed bytes no call can move that fast), ch89 (variants that tamper with the
@@ -26,7 +26,7 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 @pytest.fixture(scope="module", params=DEVICES)
 def trust_run(request, tmp_path_factory):
-    """The fixtures run once per device (a report each); each test below reads both."""
+    """The fixtures run once per device, a report each; each test below runs once per device."""
     from conftest import bench
     out = tmp_path_factory.mktemp(f"trust-{request.param}")
     proc = bench("--root", str(FIXTURES), "--chapter", "80", "--chapter", "81", "--chapter", "89", "--quick",
