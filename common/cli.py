@@ -506,7 +506,7 @@ def _run_pairs(pairs: list, device, peaks: dict, args, outdir: Path | None, resu
     runs_here = [isinstance(p, Pair) and why is None for p, why in zip(pairs, why_not)]
     # The pairs that start a plain worker (one process, no profiler wrapped around it) can take a spare.
     takes_spare = [ok and p.nproc == 1 and args.profile not in ("nsys", "ncu") for ok, p in zip(runs_here, pairs)]
-    spares = Spares([_folder(p).parent for p in pairs], takes_spare)
+    spares = Spares([_folder(p).parent for p in pairs], takes_spare, device.type)
     decided = dict(peaks=peaks, quick=args.quick, budget_s=args.budget or (QUICK_BUDGET_S if args.quick else BUDGET_S),
                    profile=args.profile, outdir=str(outdir) if outdir else None)
     try:
@@ -543,14 +543,14 @@ def _build_ahead(files: list[Path], device) -> None:
 
 class Spares:
     """The next pair's worker, started ahead (common.launch.Spare) for the first later pair that takes one;
-    `roots`: the folder that holds each pair's chapter (its worker's environment)."""
-    def __init__(self, roots: list[Path], takes: list[bool]):
-        self.roots, self.takes, self.spare = roots, takes, None
+    `roots`: the folder that holds each pair's chapter; with `device`, its worker's environment."""
+    def __init__(self, roots: list[Path], takes: list[bool], device: str):
+        self.roots, self.takes, self.device, self.spare = roots, takes, device, None
 
     def start(self, after: int) -> None:
         later = next((r for r, ok in zip(self.roots[after + 1:], self.takes[after + 1:]) if ok), None)
         if self.spare is None and later is not None:
-            self.spare = Spare(worker_env(later))
+            self.spare = Spare(worker_env(self.device, later))
 
     def take(self, i: int) -> Spare | None:
         """The spare, for pair i if it takes one (the next pair that does gets a new one)."""

@@ -52,6 +52,9 @@ MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1
 # compile_shapes' 5.14 against 3.80-3.89 ms (profiles/h100/cupti-d4aaf5a/). Torn down, calls timed after a profile
 # time like those in a process never profiled (scripts/cupti_probe.py, 10 processes per arm: a graph replay 0.0844
 # against 0.0845 ms, 0.0871 ms left attached; profiles/h100/cupti-8e0b8a1/).
+# A CPU run is left as it was: Kineto finishes the teardown inside the next CUDA call the process makes, and one that
+# makes none waited at exit; on an H100, a CPU profile with TEARDOWN_CUPTI=1 had not exited after 150 s, against 10-12 s
+# without it (profiles/h100/cupti-cpu-*/).
 CUPTI_TEARDOWN = {"TEARDOWN_CUPTI": "1"}
 # Exit codes that say no rank died: 1, a worker's verdict on a failed pair; -15, torchrun stopping the survivors.
 _ECHO_EXIT_CODES = ("1", "-15")
@@ -367,7 +370,7 @@ def run_in_subprocess(spec: RunSpec, *, timeout_s: float, echo: bool = True, sta
         spec_path = Path(tmp) / "spec.json"
         atomic_write_json(spec_path, dataclasses.asdict(spec))
         cmd = command(Path(spec.result)) if command else worker_command(spec, spec_path)
-        run = watch(cmd, Path(spec.result), env=worker_env(Path(spec.baseline).parent.parent),
+        run = watch(cmd, Path(spec.result), env=worker_env(spec.device, Path(spec.baseline).parent.parent),
                     timeout_s=timeout_s, startup_s=startup_s, echo=echo, spare=spare, on_stage=on_stage)
     result = settle(run, chapter=spec.chapter, name=spec.name, bound=spec.bound, files=spec.files())
     result["elapsed_s"] = round(run.elapsed_s, 2)
@@ -380,10 +383,11 @@ def run_in_subprocess(spec: RunSpec, *, timeout_s: float, echo: bool = True, sta
     return result
 
 
-def worker_env(chapters: Path = REPO_ROOT) -> dict:
-    """A worker's environment: this one, multicast off and CUPTI torn down after a profile unless set, and the
-    repository and the folder that holds the pair's chapters (tests keep theirs elsewhere) on PYTHONPATH."""
-    env = {**MULTICAST_OFF, **CUPTI_TEARDOWN, **os.environ}  # the user's explicit setting wins
+def worker_env(device: str, chapters: Path = REPO_ROOT) -> dict:
+    """A worker's environment: this one, multicast off and (a CUDA run) CUPTI torn down after a profile unless set,
+    and the repository and the folder that holds the pair's chapters (tests keep theirs elsewhere) on PYTHONPATH."""
+    teardown = CUPTI_TEARDOWN if device == "cuda" else {}
+    env = {**MULTICAST_OFF, **teardown, **os.environ}  # the user's explicit setting wins
     env.update(PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(dict.fromkeys([str(REPO_ROOT), str(chapters)]
                                                         + [p for p in [os.environ.get("PYTHONPATH")] if p])))

@@ -157,7 +157,8 @@ def collective_peaks(nproc: int, device_type: str, log=print, extra: tuple = ())
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "nccl.json"
         cmd = torchrun(nproc, "common.peaks_collective", "--out", str(out), "--device", device_type, *extra)
-        proc = subprocess.run(cmd, env=worker_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(cmd, env=worker_env(device_type), cwd=REPO_ROOT, capture_output=True, text=True,
+                              timeout=600)
         if proc.returncode != 0 or not out.exists():
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             log(f"  all-reduce ceilings not measured: {last[-200:]}")

@@ -447,7 +447,7 @@ def profile_variant(fn, v: Variant, ctx: Context) -> dict:
     label = f"{ctx.pair.key}/{v.name}" + (f".rank{os.environ.get('RANK', '0')}" if ctx.world_size > 1 else "")
     # Overlap pairs always get a timeline next to the report: a trace and its Gantt chart.
     mode = ctx.profile or ("torch" if ctx.stages and ctx.outdir and ctx.device.type == "cuda" else None)
-    trace = profile_calls(fn, label, mode, ctx.outdir, calls=2 if ctx.stages else 5)
+    trace = profile_calls(fn, label, mode, ctx.outdir, calls=2 if ctx.stages else 5, cuda=ctx.device.type == "cuda")
     if trace:
         out["trace"] = Path(trace).name
         if ctx.stages:

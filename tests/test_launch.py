@@ -232,7 +232,7 @@ def test_a_spare_worker_runs_the_pair_it_is_handed_and_one_that_does_not_fit_is_
 
     base, opts = FIXTURES / "ch84" / "baseline_aa.py", [FIXTURES / "ch84" / "optimized_aa_1.py"]
     chapters = base.parent.parent
-    for env, handed in ((worker_env(chapters), 1), (dict(worker_env(chapters), ANOTHER_SETTING="1"), 0)):
+    for env, handed in ((worker_env("cpu", chapters), 1), (dict(worker_env("cpu", chapters), ANOTHER_SETTING="1"), 0)):
         Counted.handed, stages = 0, []
         spare = Counted(env)
         spec = RunSpec(84, "aa", "memory", str(base), [str(p) for p in opts], "cpu", quick=True, budget_s=0.1)
@@ -269,13 +269,16 @@ def test_the_worker_takes_one_spec_file_and_says_so_otherwise():
                                                     "SPEC; see common.launch.RunSpec)")
 
 
-@pytest.mark.parametrize("users", [None, "0"])
-def test_the_worker_tears_cupti_down_after_a_profile_unless_the_user_chose(monkeypatch, users):
+@pytest.mark.parametrize("users", [None, "0", "1"])
+def test_a_cuda_worker_tears_cupti_down_after_a_profile_unless_the_user_chose(monkeypatch, users):
     """Kineto leaves CUPTI attached after a profile, slowing every call timed after it in the process (on an H100
-    a graph replay 3%, eager launches 1.4x: profiles/h100/cupti-8e0b8a1). The worker's process gets
-    TEARDOWN_CUPTI=1; a user who set it keeps theirs."""
+    a graph replay 3%, eager launches 1.4x: profiles/h100/cupti-8e0b8a1). A CUDA run's worker gets
+    TEARDOWN_CUPTI=1. A CPU run's does not: Kineto finishes the teardown in the process's next CUDA call, and a
+    CPU run on a machine with a GPU, making none, did not exit (profiles/h100/cupti-cpu-*). A user who set it
+    keeps theirs, either way."""
     from common.launch import worker_env
     monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
     if users is not None:
         monkeypatch.setenv("TEARDOWN_CUPTI", users)
-    assert worker_env()["TEARDOWN_CUPTI"] == (users or "1")
+    assert worker_env("cuda").get("TEARDOWN_CUPTI") == (users or "1")
+    assert worker_env("cpu").get("TEARDOWN_CUPTI") == users

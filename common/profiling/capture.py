@@ -12,40 +12,45 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from common import nvtx
 
 
-def torch_trace(fn, label: str, outdir: Path, calls: int = 5) -> str:
-    """A torch.profiler trace of `calls` calls, each in a range named `label`; returns the trace's path."""
+def torch_trace(fn, label: str, outdir: Path, calls: int = 5, cuda: bool = True) -> str:
+    """A torch.profiler trace of `calls` calls, each in a range named `label`; returns the trace's path.
+    `cuda` False (a CPU run) leaves CUDA alone even where a GPU is visible: no GPU activity asked of CUPTI, and no
+    CUDA context made by a synchronize (which a CPU run's worker used to do)."""
     Path(outdir).mkdir(parents=True, exist_ok=True)
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    cuda = cuda and torch.cuda.is_available()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=acts) as prof:
         for _ in range(calls):
             with record_function(label), nvtx.range(label):
                 fn()
-        if torch.cuda.is_available():
+        if cuda:
             torch.cuda.synchronize()
     path = Path(outdir) / f"{label.replace('/', '__')}.trace.json"
     prof.export_chrome_trace(str(path))
     return str(path)
 
 
-def capture_range(fn, label: str, calls: int = 5) -> None:
-    """nsys / ncu wrap this process and capture between cudaProfilerStart and Stop."""
-    if torch.cuda.is_available():
+def capture_range(fn, label: str, calls: int = 5, cuda: bool = True) -> None:
+    """nsys / ncu wrap this process and capture between cudaProfilerStart and Stop (a CUDA run only)."""
+    cuda = cuda and torch.cuda.is_available()
+    if cuda:
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
     with nvtx.range(label):
         for _ in range(calls):
             fn()
-    if torch.cuda.is_available():
+    if cuda:
         torch.cuda.synchronize()
         torch.cuda.profiler.stop()
 
 
-def profile_calls(fn, label: str, mode: str | None, outdir: Path | None, calls: int = 5) -> str | None:
+def profile_calls(fn, label: str, mode: str | None, outdir: Path | None, calls: int = 5,
+                  cuda: bool = True) -> str | None:
     """Run a few calls again under the requested profiler; returns the trace path for "torch"."""
     if mode == "torch":
-        return torch_trace(fn, label, outdir, calls)
+        return torch_trace(fn, label, outdir, calls, cuda)
     if mode:
-        capture_range(fn, label, calls)
+        capture_range(fn, label, calls, cuda)
     return None
 
 
