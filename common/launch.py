@@ -54,7 +54,7 @@ MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1
 # against 0.0845 ms, 0.0871 ms left attached; profiles/h100/cupti-8e0b8a1/).
 # A CPU run is left as it was: Kineto finishes the teardown inside the next CUDA call the process makes, and one that
 # makes none waited at exit; on an H100, a CPU profile with TEARDOWN_CUPTI=1 had not exited after 150 s, against 10-12 s
-# without it (profiles/h100/cupti-cpu-*/).
+# without it (profiles/h100/cupti-cpu-fbde333/).
 CUPTI_TEARDOWN = {"TEARDOWN_CUPTI": "1"}
 # Exit codes that say no rank died: 1, a worker's verdict on a failed pair; -15, torchrun stopping the survivors.
 _ECHO_EXIT_CODES = ("1", "-15")

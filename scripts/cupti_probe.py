@@ -10,7 +10,7 @@ harness does (5 calls, CPU and CUDA activities, its events read), times them aga
 more:
   none      no profile between the timings: the drift of a process on its own,
   attached  TEARDOWN_CUPTI=0: Kineto leaves CUPTI attached after a profile (pytorch/pytorch#144455),
-  teardown  TEARDOWN_CUPTI=1: what common/launch.py sets in the workers.
+  teardown  TEARDOWN_CUPTI=1: what common/launch.py sets in a CUDA run's workers.
 The calls: 64 tiny elementwise kernels launched one by one (eager), one nn.Linear chain of 8 bf16 layers
 (cuBLAS), and the 64 kernels replayed from a CUDA graph. Each time is the median of 25 samples of 20 calls
 back to back, timed with CUDA events. The arms alternate, --rounds times each; the table gives, per process,

@@ -3,7 +3,7 @@
 # for all, so run the parts as separate calls on one warm machine).
 # Usage: scripts/h100_cupti.sh OUTDIR [probe|warm|alternate|all]   (default all; OUTDIR defaults to $OUT)
 #   probe      scripts/cupti_probe.py: fresh processes timing host-bound calls before and after torch.profiler,
-#              with CUPTI left attached, torn down (TEARDOWN_CUPTI=1, what the workers set), and no profile.
+#              with CUPTI left attached, torn down (TEARDOWN_CUPTI=1, what a CUDA run's workers set), and no profile.
 #   warm       benchmark.py on compile_shapes and fp8_linear once, plain: fills the compile caches (a fresh
 #              machine's first compile_shapes run spent minutes compiling) and is the first plain run.
 #   alternate  the same pairs with --profile torch, plain, --profile torch, back to back (with warm: alternating).

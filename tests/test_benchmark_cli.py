@@ -28,7 +28,8 @@ def test_failures_are_reported_and_the_run_goes_on(fixture_run):
     assert pairs["zeros"]["status"] == "failed" and "constant" in pairs["zeros"]["error"]
     variants = {v["name"]: v for v in pairs["scale"]["variants"]}
     good = variants["optimized_scale"]
-    assert good["verified"] and good["speedup"] > 0 and good["median_ms"] > 0
+    assert good["verified"] and good["speedup"] > 0 and good["median_ms"] > 0, \
+        (pairs["scale"]["baseline"].get("error"), good.get("error"), good.get("verification"))
     for bad in ("wrong", "nan", "const", "shape", "dtype"):
         v = variants[f"optimized_scale_{bad}"]
         assert v["verified"] is False and v["speedup"] is None, bad

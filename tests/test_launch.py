@@ -274,7 +274,7 @@ def test_a_cuda_worker_tears_cupti_down_after_a_profile_unless_the_user_chose(mo
     """Kineto leaves CUPTI attached after a profile, slowing every call timed after it in the process (on an H100
     a graph replay 3%, eager launches 1.4x: profiles/h100/cupti-8e0b8a1). A CUDA run's worker gets
     TEARDOWN_CUPTI=1. A CPU run's does not: Kineto finishes the teardown in the process's next CUDA call, and a
-    CPU run on a machine with a GPU, making none, did not exit (profiles/h100/cupti-cpu-*). A user who set it
+    CPU run on a machine with a GPU, making none, did not exit (profiles/h100/cupti-cpu-fbde333). A user who set it
     keeps theirs, either way."""
     from common.launch import worker_env
     monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
