@@ -52,9 +52,9 @@ MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1
 # compile_shapes' 5.14 against 3.80-3.89 ms (profiles/h100/cupti-d4aaf5a/). Torn down, calls timed after a profile
 # time like those in a process never profiled (scripts/cupti_probe.py, 10 processes per arm: a graph replay 0.0844
 # against 0.0845 ms, 0.0871 ms left attached; profiles/h100/cupti-8e0b8a1/).
-# A CPU run is left as it was: Kineto finishes the teardown inside the next CUDA call the process makes, and one that
-# makes none waited at exit; on an H100, a CPU profile with TEARDOWN_CUPTI=1 had not exited after 150 s, against 10-12 s
-# without it (profiles/h100/cupti-cpu-fbde333/).
+# A CPU run's worker does not get it: Kineto finishes the teardown inside the next CUDA call the process makes, and one
+# that makes none waits at exit. On an H100 a process profiling 5 CPU matmuls with TEARDOWN_CUPTI=1 had not exited
+# after 150 s; without it, it exited in 10-12 s (profiles/h100/cupti-cpu-fbde333/).
 CUPTI_TEARDOWN = {"TEARDOWN_CUPTI": "1"}
 # Exit codes that say no rank died: 1, a worker's verdict on a failed pair; -15, torchrun stopping the survivors.
 _ECHO_EXIT_CODES = ("1", "-15")

@@ -105,7 +105,7 @@ def test_every_ch4_pair_verifies_on_gloo_with_two_processes(tmp_path):
 
 
 # Threads that live as long as the process by design, wherever a GPU is visible: the CUDA driver's (named
-# cuda<digits>, started by the first CUDA query) and the autograd engine's per-device workers (pt_autograd_<n>,
+# cuda<hex digits>, started by the first CUDA query) and the autograd engine's per-device workers (pt_autograd_<n>,
 # started by the first backward). On an H100 these two were all a rank had left besides its main thread.
 LIFELONG = ("cuda", "pt_autograd_")
 
