@@ -159,12 +159,15 @@ class FakeGPU:
     variant that leaves work behind, on a side stream (`side_s`) that nothing joins. Events read the
     caller's stream; a device-wide sync waits for both streams. `stall_s` is added once to the host
     at the end of round `stall_round` (a descheduled host, a lazily loaded kernel): outside any span.
+    `neighbour_s`: another process holds the GPU that long after every device-wide sync, so whatever is
+    queued next (the round's first event) waits for it.
     """
 
-    def __init__(self, main_s, side_s=0.0, launch_s=5e-6, stall_s=0.0, stall_round=1):
+    def __init__(self, main_s, side_s=0.0, launch_s=5e-6, stall_s=0.0, stall_round=1, neighbour_s=0.0):
         self.host = self.main_end = self.side_end = 0.0
         self.main_s, self.side_s, self.launch_s = main_s, side_s, launch_s
         self.stall_s, self.stall_round, self.syncs = stall_s, stall_round, 0
+        self.neighbour_s = neighbour_s
         gpu = self
 
         class Event:
@@ -174,6 +177,9 @@ class FakeGPU:
             def record(self):
                 gpu.host += 2e-6
                 self.t = gpu.main_end = max(gpu.host, gpu.main_end)
+
+            def synchronize(self):
+                gpu.host = max(gpu.host, self.t) + 5e-6
 
             def elapsed_time(self, other):
                 return (other.t - self.t) * 1e3
@@ -190,6 +196,7 @@ class FakeGPU:
         self.host = max(self.host, self.main_end, self.side_end) + 10e-6
         if self.syncs == 2 * self.stall_round:  # each round: a sync before it and one after it
             self.host += self.stall_s
+        self.main_end = self.side_end = self.host + self.neighbour_s
 
     def perf_counter(self):
         return self.host
@@ -222,6 +229,14 @@ def test_the_round_check_catches_work_on_an_unjoined_stream(monkeypatch):
     assert round_check(monkeypatch, FakeGPU(main_s=2.5e-4, side_s=3e-4))["escaped"]
     # Side work that finishes within the caller's: nothing escapes the span (verification's job, not this one)
     assert not round_check(monkeypatch, FakeGPU(main_s=3e-4, side_s=3e-5))["escaped"]
+
+
+def test_the_round_check_passes_correct_work_beside_a_process_that_holds_the_gpu(monkeypatch):
+    # Each round's work waits 5 ms for another process (a tenth of a 50 ms round): the wait is not this call's
+    held = round_check(monkeypatch, FakeGPU(main_s=3e-4, neighbour_s=5e-3))
+    assert held["rounds"] >= 3 and not held["escaped"], held
+    # ...and work on an unjoined stream is still caught there
+    assert round_check(monkeypatch, FakeGPU(main_s=2.5e-4, side_s=3e-4, neighbour_s=5e-3))["escaped"]
 
 
 def test_numerics_flags_are_set_checked_and_restored():

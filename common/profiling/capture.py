@@ -12,12 +12,11 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from common import nvtx
 
 
-def torch_trace(fn, label: str, outdir: Path, calls: int = 5, cuda: bool = True) -> str:
+def torch_trace(fn, label: str, outdir: Path, calls: int = 5, *, cuda: bool) -> str:
     """A torch.profiler trace of `calls` calls, each in a range named `label`; returns the trace's path.
-    `cuda` False (a CPU run) leaves CUDA alone even where a GPU is visible: no GPU activity asked of CUPTI, and no
-    CUDA context made by a synchronize (which a CPU run's worker used to do)."""
+    `cuda` (the run's device is a GPU) is required: False (a CPU run) leaves CUDA alone even where a GPU is
+    visible, with no GPU activity asked of CUPTI and no CUDA context made by a synchronize."""
     Path(outdir).mkdir(parents=True, exist_ok=True)
-    cuda = cuda and torch.cuda.is_available()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=acts) as prof:
         for _ in range(calls):
@@ -30,9 +29,8 @@ def torch_trace(fn, label: str, outdir: Path, calls: int = 5, cuda: bool = True)
     return str(path)
 
 
-def capture_range(fn, label: str, calls: int = 5, cuda: bool = True) -> None:
+def capture_range(fn, label: str, calls: int = 5, *, cuda: bool) -> None:
     """nsys / ncu wrap this process and capture between cudaProfilerStart and Stop (a CUDA run only)."""
-    cuda = cuda and torch.cuda.is_available()
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
@@ -44,13 +42,13 @@ def capture_range(fn, label: str, calls: int = 5, cuda: bool = True) -> None:
         torch.cuda.profiler.stop()
 
 
-def profile_calls(fn, label: str, mode: str | None, outdir: Path | None, calls: int = 5,
-                  cuda: bool = True) -> str | None:
+def profile_calls(fn, label: str, mode: str | None, outdir: Path | None, calls: int = 5, *,
+                  cuda: bool) -> str | None:
     """Run a few calls again under the requested profiler; returns the trace path for "torch"."""
     if mode == "torch":
-        return torch_trace(fn, label, outdir, calls, cuda)
+        return torch_trace(fn, label, outdir, calls, cuda=cuda)
     if mode:
-        capture_range(fn, label, calls, cuda)
+        capture_range(fn, label, calls, cuda=cuda)
     return None
 
 
