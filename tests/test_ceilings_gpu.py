@@ -7,7 +7,9 @@ from conftest import ROOT
 
 NOISE = 0.03  # two bursts of the same product differ by up to ~2-3% on an H100 (clock and power state)
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+# Serial: timed beside the suite's other workers, the ceiling (where this test measures it) reads low, and the
+# plain product, timed a moment later on a quieter GPU, beat it by 12% on an H100 (profiles/h100/tests-gpu-c5c1146)
+pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU"), pytest.mark.serial]
 
 
 def plain_tflops(fn, n, calls=50):
