@@ -281,9 +281,9 @@ class Timed:
 def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | None, Any]:
     """One round of `t.rnd` samples timed with CUDA events, and its wall-over-span ratio. The span starts with
     an event recorded before the first feed and scrub: all the round launches on the caller's stream lies between
-    that event and the last one. The host clock starts once the GPU has reached that event. With `keep`, the round runs at least `t.streak` samples, and the output of its
-    last call (the one with the most calls back to back before it) is copied after that sample's closing event,
-    so the copy is not timed."""
+    that event and the last one. The host clock starts once the GPU has reached that event. With `keep`, the
+    round runs at least `t.streak` samples, and the output of its last call (the one with the most calls back to
+    back before it) is copied after that sample's closing event, so the copy is not timed."""
     torch.cuda.synchronize(device)
     first = torch.cuda.Event(enable_timing=True)
     first.record()

@@ -5,8 +5,9 @@ import torch
 
 from conftest import ROOT
 
-NOISE = 0.05  # two timings of the same product, each the best of 3 bursts after 1 s idle, differ by up to 4.9% on
-              # an H100 (724-760 TFLOP/s bf16: profiles/h100/tests-gpu-c5c1146/ceiling_spread.txt)
+NOISE = 0.05  # on an H100, bf16 after 1 s idle: the ceiling's way read 735-755 TFLOP/s over four trials, this
+              # test's loop 732-760, and once 786 against a ceiling of 754 measured a minute before (4.3% over):
+              # profiles/h100/tests-gpu-c5c1146/ (ceiling_spread.txt, ceilings-measured-alone-d5e79d4.log)
 
 # Serial: timed beside the suite's other workers, the ceiling (where this test measures it) reads low, and the
 # plain product, timed a moment later on a quieter GPU, beat it by 12% on an H100 (profiles/h100/tests-gpu-c5c1146)
