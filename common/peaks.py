@@ -210,16 +210,22 @@ def measure_peaks(device: torch.device, budget_s: float = 2.0, log=print) -> dic
     return peaks
 
 
+def cached_peaks(path: Path) -> dict | None:
+    """The ceilings cached at `path`; None where there are none, the file is damaged, or another torch or an older
+    method (PEAKS_VERSION) measured them."""
+    try:
+        cached = json.loads(Path(path).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return cached if cached.get("torch") == torch.__version__ and cached.get("version") == PEAKS_VERSION else None
+
+
 def load_or_measure(device: torch.device, refresh: bool = False, peaks_dir: Path = PEAKS_DIR, log=print) -> dict:
-    """Cached ceilings for this device, measuring them first if there are none (or `refresh`)."""
+    """Cached ceilings for this device, measuring them first if there are none usable (or `refresh`)."""
     path = peaks_path(torch.device(device), peaks_dir)
-    if path.exists() and not refresh:
-        try:
-            cached = json.loads(path.read_text())
-            if cached.get("torch") == torch.__version__ and cached.get("version") == PEAKS_VERSION:
-                return cached
-        except json.JSONDecodeError:
-            pass  # a damaged cache is measured again
+    cached = None if refresh else cached_peaks(path)
+    if cached:
+        return cached
     where = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
     log(f"measuring the ceilings of {device_name(torch.device(device))} (cached in {where})")
     peaks = measure_peaks(torch.device(device), log=log)

@@ -287,8 +287,10 @@ def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | No
     torch.cuda.synchronize(device)
     first = torch.cuda.Event(enable_timing=True)
     first.record()
-    first.synchronize()   # the host clock starts once the GPU has reached the round: while another process
-    t0 = time.perf_counter()   # holds the GPU, the wait for it to let go is neither span nor escaped work
+    # The host clock starts once the GPU has reached the round: while another process holds the GPU, the wait
+    # for it to let go is neither span nor escaped work (this process's own work all ended at the sync above)
+    first.synchronize()
+    t0 = time.perf_counter()
     pending, out = [], None
     for _ in range(max(t.rnd, t.streak) if keep else t.rnd):
         t.between()

@@ -82,7 +82,7 @@ def main():
     for state in ("after 1 s idle", "after 2 s of load"):
         for layout in layouts:
             for way in ways:
-                r = [x["tflops"] for x in rows if (x["state"], x["layout"], x["way"]) == (state, layout, way)]
+                r = [row["tflops"] for row in rows if (row["state"], row["layout"], row["way"]) == (state, layout, way)]
                 summary[f"{state} | {layout} | {way}"] = {"median": statistics.median(r), "min": min(r), "max": max(r)}
                 print(f"  {state:18s} {layout:5s} {way:14s} {statistics.median(r):7.1f} ({min(r):.1f}-{max(r):.1f})")
     if a.json:

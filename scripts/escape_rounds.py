@@ -33,6 +33,8 @@ from common.timing import L2Scrubber  # noqa: E402
 
 
 def rounds(fn, flush, n_rounds, per_round, round_start_event, clock_when_reached=False):
+    """Raw wall/span of each round (the harness also takes ESCAPE_SLACK_S off the wall time). `clock_when_reached`
+    (with `round_start_event`): the host clock starts once the GPU has reached the round-start event."""
     out = []
     for _ in range(n_rounds):
         torch.cuda.synchronize()

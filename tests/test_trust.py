@@ -159,12 +159,12 @@ class FakeGPU:
     variant that leaves work behind, on a side stream (`side_s`) that nothing joins. Events read the
     caller's stream; a device-wide sync waits for both streams. `stall_s` is added once to the host
     at the end of round `stall_round` (a descheduled host, a lazily loaded kernel): outside any span.
-    `neighbour_s`: another process holds the GPU that long after every device-wide sync, so whatever is
-    queued next (the round's first event) waits for it.
+    `neighbour_s`: another process takes the GPU that long after every device-wide sync (which waits only for
+    this process's work), so whatever this process queues next (the round's first event) waits for it.
     """
 
     def __init__(self, main_s, side_s=0.0, launch_s=5e-6, stall_s=0.0, stall_round=1, neighbour_s=0.0):
-        self.host = self.main_end = self.side_end = 0.0
+        self.host = self.main_end = self.side_end = self.held_until = 0.0
         self.main_s, self.side_s, self.launch_s = main_s, side_s, launch_s
         self.stall_s, self.stall_round, self.syncs = stall_s, stall_round, 0
         self.neighbour_s = neighbour_s
@@ -176,10 +176,11 @@ class FakeGPU:
 
             def record(self):
                 gpu.host += 2e-6
-                self.t = gpu.main_end = max(gpu.host, gpu.main_end)
+                self.t = gpu.main_end = max(gpu.host, gpu.main_end, gpu.held_until)
 
             def synchronize(self):
-                gpu.host = max(gpu.host, self.t) + 5e-6
+                if self.t is not None:   # an event never recorded: nothing to wait for
+                    gpu.host = max(gpu.host, self.t) + 5e-6
 
             def elapsed_time(self, other):
                 return (other.t - self.t) * 1e3
@@ -187,16 +188,16 @@ class FakeGPU:
 
     def call(self):
         self.host += self.launch_s
-        self.main_end = max(self.host, self.main_end) + self.main_s
+        self.main_end = max(self.host, self.main_end, self.held_until) + self.main_s
         if self.side_s:
-            self.side_end = max(self.host, self.side_end) + self.side_s
+            self.side_end = max(self.host, self.side_end, self.held_until) + self.side_s
 
     def synchronize(self, device=None):
         self.syncs += 1
         self.host = max(self.host, self.main_end, self.side_end) + 10e-6
         if self.syncs == 2 * self.stall_round:  # each round: a sync before it and one after it
             self.host += self.stall_s
-        self.main_end = self.side_end = self.host + self.neighbour_s
+        self.held_until = self.host + self.neighbour_s
 
     def perf_counter(self):
         return self.host
