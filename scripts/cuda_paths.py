@@ -42,7 +42,7 @@ def main(which: str) -> int:
     home = cuda_home()
     if which == "cublas":
         if home and (home / "include" / "cublas_v2.h").exists():
-            print(f"-lcublas")
+            print("-lcublas")
             return 0
         dirs = pip_dirs("cublas", "cublas_v2.h")
         if dirs:
