@@ -50,11 +50,11 @@ def peaks_path(device: torch.device, peaks_dir: Path = PEAKS_DIR) -> Path:
     return peaks_dir / f"{device.type}-{slug}.json"
 
 
-def _burst_ms(fn, device) -> float:
-    """Per-call time of the fastest of 3 bursts, each 5 warm-up calls then BURST_CALLS timed (a benchmark loop's)."""
+def burst_ms(fn, device, warmup: int = 5) -> float:
+    """Per-call time of the fastest of 3 bursts, each `warmup` calls then BURST_CALLS timed (a benchmark loop's)."""
     best = float("inf")
     for _ in range(3):
-        for _ in range(5):
+        for _ in range(warmup):
             fn()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize(device)
@@ -75,7 +75,7 @@ def _best_rate(calls: dict, flops: float, device, budget_s: float) -> tuple[floa
     if torch.device(device).type == "cuda":
         for name, fn in calls.items():
             time.sleep(1.0)  # let the chip leave its power cap, as a user's fresh benchmark finds it
-            rate[name] = flops / (_burst_ms(fn, device) * 1e-3) / 1e12
+            rate[name] = flops / (burst_ms(fn, device) * 1e-3) / 1e12
     fastest = max(rate, key=rate.get) if rate else next(iter(calls))
     ms = time_call(calls[fastest], device, budget_s=budget_s, compute_bound=True).median_ms
     sustained = flops / (ms * 1e-3) / 1e12
