@@ -51,7 +51,8 @@ def peaks_path(device: torch.device, peaks_dir: Path = PEAKS_DIR) -> Path:
 
 
 def burst_ms(fn, device, warmup: int = 5) -> float:
-    """Per-call time of the fastest of 3 bursts, each `warmup` calls then BURST_CALLS timed (a benchmark loop's)."""
+    """Per-call ms of the fastest of 3 bursts, each `warmup` calls, then BURST_CALLS timed with CUDA events (a
+    benchmark loop's way). CUDA only."""
     best = float("inf")
     for _ in range(3):
         for _ in range(warmup):

@@ -3,13 +3,14 @@
 
     python scripts/ceiling_spread.py [--trials 4] [--json OUT]
 
-tests/test_ceilings_gpu.py asserts that a plain loop of 8192^3 bf16 products (best of three bursts of 50 calls,
-10 warm-up calls before each) does not beat the cached ceiling (common.peaks: a 1 s pause, then the best of three
-bursts of 50 calls, 5 warm-up calls before each) by more than its noise allowance. On an H100 the plain loop once
-read 786 TFLOP/s against a ceiling of 754 measured a minute before. This times both ways with CUDA events
-(common.peaks.burst_ms; the test's own loop uses the host clock, which reads a burst no faster), in turn, from two
-states of the chip: after 1 s idle, and right after 2 s of the same product back to back (a hot, power-capped
-chip), with the SM clock read (NVML) after each. GPU only.
+tests/test_ceilings_gpu.py asserts that a plain loop of 8192^3 bf16 products (best of three bursts of 50 calls, 10
+warm-up calls before each) does not beat the cached ceiling (common.peaks: a 1 s pause, then the best of three
+bursts of 50 calls, 5 warm-up calls before each) by more than its noise allowance. On an H100 an event-timed plain
+loop (the test's loop then) once read 786 TFLOP/s against a ceiling of 754 measured a minute before. This times
+both ways with CUDA events (common.peaks.burst_ms; "plain loop" is that event-timed loop, 10 warm-up calls; the
+test's own loop now uses the host clock, which by construction reads a burst no faster), in turn, from two states
+of the chip: after 1 s idle, and right after 2 s of the same product back to back (a hot, power-capped chip), with
+the SM clock read (NVML) after each. GPU only.
 """
 import argparse
 import json

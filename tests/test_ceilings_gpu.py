@@ -9,7 +9,7 @@ from conftest import ROOT
 
 NOISE = 0.05  # above the 4.3% by which an event-timed plain loop once beat a ceiling measured a minute before on an
               # H100 (786 against 754 TFLOP/s bf16). On another H100, after 1 s idle, four trials: the ceiling's way
-              # read 735-755 (its best layout), a plain loop 732-760 (either layout). Evidence:
+              # read 735-755 (its best layout), an event-timed plain loop 732-760 (either layout). Evidence:
               # profiles/h100/tests-gpu-c5c1146/ (ceilings-measured-alone-d5e79d4.log, ceiling_spread.txt)
 
 # Serial: timed beside the suite's other workers, the ceiling (where this test measures it) reads low, and the
