@@ -335,7 +335,7 @@ def main(argv=None, pair_file: Path | None = None) -> int:
     """benchmark.py's (or, given `pair_file`, that file's) command line; returns the exit status."""
     try:
         return _main(list(sys.argv[1:] if argv is None else argv), pair_file)
-    except KeyboardInterrupt:  # outside the pairs (imports, checks, a second Ctrl-C while writing): no worker runs
+    except KeyboardInterrupt:  # outside the pairs (imports, checks, a Ctrl-C held while the report was written)
         print("\ninterrupted (SIGINT)", file=sys.stderr)
         return 128 + signal.SIGINT
 

@@ -1,8 +1,9 @@
 """Atomic file writes (every report, result and cache the harness writes) and a run's own folder.
 
 Atomic: written to a temporary file in the same folder, flushed to disk, then renamed over the target,
-so a run killed at any moment leaves the previous file or the new one, never half of one. A leaf: it
-imports nothing from common/, so any module may use it."""
+so a run killed at any moment leaves the previous file or the new one, never half of one; `signals_deferred` holds
+Ctrl-C and SIGTERM off a set of files that belong together. A leaf: it imports nothing from common/, so any module
+may use it."""
 from __future__ import annotations
 
 import contextlib
@@ -11,6 +12,7 @@ import itertools
 import json
 import math
 import os
+import signal
 import tempfile
 from pathlib import Path
 from typing import Iterable
@@ -48,6 +50,27 @@ def atomic_write(path: Path, chunks: Iterable[str | bytes]) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """SIGINT and SIGTERM that arrive inside the block act when it ends, with the handlers they had before: a report
+    is written whole (results.json, written last, included) and then the signal stops the process. Python runs
+    handlers in the main thread only, whichever thread the signal reached; elsewhere this holds nothing."""
+    caught: list[int] = []
+    try:
+        previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum))
+                    for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if caught:
+            signal.raise_signal(caught[0])
 
 
 def atomic_write_json(path: Path, obj) -> None:

@@ -203,6 +203,38 @@ def test_sigterm_before_anything_finished_writes_nothing_and_stops_the_worker(tm
     assert not _alive(worker)
 
 
+_SIGNAL_WHILE_WRITING = """
+import os, runpy, signal, sys
+import common.report as report
+draw = report.draw_figures
+def draw_after_a_signal(doc, outdir):  # the signal lands between the Markdown files and results.json
+    os.kill(os.getpid(), signal.{signum})
+    return draw(doc, outdir)
+report.draw_figures = draw_after_a_signal
+sys.argv = ["benchmark.py"] + sys.argv[1:]
+runpy.run_path("benchmark.py", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_a_signal_while_the_report_is_written_acts_after_results_json(tmp_path, signum):
+    import signal
+    import subprocess
+    import sys
+    from conftest import ROOT
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-c", _SIGNAL_WHILE_WRITING.format(signum=signum), "--root", str(FIXTURES),
+                           "--pair", "ch94/fast", "--quick", "--device", "cpu", "--output", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    # the signal still stops the process: SIGTERM by its default action, Ctrl-C as benchmark.py reports one
+    expected = -signal.SIGTERM if signum == "SIGTERM" else 128 + signal.SIGINT
+    assert proc.returncode == expected, proc.stderr[-2000:]
+    doc = json.loads((out / "results.json").read_text())  # written whole, before the signal acted
+    assert validate_results(doc) == [] and not doc.get("interrupted")
+    assert [p["name"] for p in doc["pairs"]] == ["fast"] and doc["pairs"][0]["status"] == "ok"
+    assert "ch94/fast" in (out / "summary.md").read_text() and (out / "speedup.png").read_bytes()[:4] == b"\x89PNG"
+
+
 @pytest.mark.parametrize("kind", ["existing file", "under a file", "read-only folder", "holds a report"])
 def test_a_bad_output_folder_is_refused_before_any_pair_runs(run_bench, tmp_path, kind):
     import os
