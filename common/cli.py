@@ -4,7 +4,8 @@ A run, in order: --compare and --list read files and exit (no device); select an
 that breaks the contract is FAILED to load, never a traceback); check every input before the first pair (device,
 profiler, a --pair that cannot run here, the output folder); the ceilings (common.peaks); each pair in its own
 process (common.launch), one that cannot run here skipped without one; the report (common.report). On Ctrl-C or
-SIGTERM the workers are stopped and the finished pairs written, marked interrupted; exit 128 + signal.
+SIGTERM the workers are stopped and the finished pairs written, marked interrupted; exit 128 + signal. One that
+comes while the report is written waits until it is whole (results.json included), then stops the run.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import torch
 from common import peaks as ceilings
 from common.cuda_ext import build_declared
 from common.discover import CHAPTER_DIR, VARIANT_RULE, UnknownSelection, load_pair, pair_files, select
-from common.files import RUNS_DIR, new_run_folder, run_name  # user runs; committed reports live in profiles/<gpu>/
+from common.files import RUNS_DIR, new_run_folder, run_name, signals_deferred  # runs/: user runs
 from common.host import host_info
 from common.launch import SPARE_AFTER, RunSpec, Spare, run_in_subprocess, tool_missing, worker_env
 from common.pair import REPO_ROOT, SWEEP_DTYPES, Pair, pair_record
@@ -465,10 +466,14 @@ def _report(args, command, pairs, device, peaks, outdir, created, stamp, results
     if interrupted:
         done = {(r["chapter"], r["name"]) for r in results}
         doc.update(interrupted=True, not_run=[p.key for p in pairs if (p.chapter, p.name) not in done])
-    written = None if outdir is None else write_report(doc, outdir)
-    print(summary_markdown(doc))
-    if written is not None:
-        print("wrote " + ", ".join(_shown(p) for p in written), file=sys.stderr)
+    with signals_deferred() as held:  # the report whole, and where it is, before a signal stops the run
+        written = None if outdir is None else write_report(doc, outdir)
+        print(summary_markdown(doc))
+        if written is not None:
+            print("wrote " + ", ".join(_shown(p) for p in written), file=sys.stderr)
+        if held:
+            print(f"{signal.Signals(held[0]).name} came while the report was written: written whole, now stopping",
+                  file=sys.stderr)
     if interrupted:
         return 128 + interrupted
     suspect = [f"ch{r['chapter']}/{r['name']}" for r in results if r.get("suspect")]

@@ -14,6 +14,7 @@ import math
 import os
 import signal
 import tempfile
+import threading
 from pathlib import Path
 from typing import Iterable
 
@@ -52,25 +53,33 @@ def atomic_write(path: Path, chunks: Iterable[str | bytes]) -> None:
         raise
 
 
+_DEFERRED = (signal.SIGTERM, signal.SIGINT)  # raised again in this order: SIGTERM's default ends the process at once
+
+
 @contextlib.contextmanager
 def signals_deferred():
-    """SIGINT and SIGTERM that arrive inside the block act when it ends, with the handlers they had before: a report
-    is written whole (results.json, written last, included) and then the signal stops the process. Python runs
-    handlers in the main thread only, whichever thread the signal reached; elsewhere this holds nothing."""
-    caught: list[int] = []
-    try:
-        previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum))
-                    for s in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:  # not the main thread
-        yield
+    """SIGTERM and SIGINT that arrive inside the block act when it ends, each with the handler it had before: a report
+    is written whole (results.json, written last, included), then the signal stops the process. Yields the list of
+    signals held so far, for a block that wants to say so. A signal ignored before stays ignored. If the block raises,
+    its error propagates and the held signals are dropped: that error is what ends the run. Python runs handlers in
+    the main thread only, whichever thread the signal reached; elsewhere this holds nothing."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
         return
+    previous = {s: h for s in _DEFERRED if (h := signal.getsignal(s)) not in (signal.SIG_IGN, None)}
+    for s in previous:
+        signal.signal(s, lambda signum, frame: held.append(signum))
     try:
-        yield
+        yield held
     finally:
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)  # none lands between two handlers' restoring
         for s, handler in previous.items():
             signal.signal(s, handler)
-        if caught:
-            signal.raise_signal(caught[0])
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    for s in _DEFERRED:
+        if s in held:
+            signal.raise_signal(s)
 
 
 def atomic_write_json(path: Path, obj) -> None:

@@ -153,9 +153,12 @@ def _start_bench(*args, pidfile):
     import subprocess
     import sys
     from conftest import ROOT
+    import signal
     env = dict(os.environ, BENCH_FIXTURE_PIDFILE=str(pidfile))
+    # Ctrl-C's default even where the tests were started ignoring it (a background job): Python then installs its own
     return subprocess.Popen([sys.executable, str(ROOT / "benchmark.py"), *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for(path, proc, seconds=240):
@@ -206,6 +209,7 @@ def test_sigterm_before_anything_finished_writes_nothing_and_stops_the_worker(tm
 _SIGNAL_WHILE_WRITING = """
 import os, runpy, signal, sys
 import common.report as report
+signal.signal(signal.SIGINT, signal.default_int_handler)  # even where Ctrl-C was ignored when this started
 draw = report.draw_figures
 def draw_after_a_signal(doc, outdir):  # the signal lands between the Markdown files and results.json
     os.kill(os.getpid(), signal.{signum})
@@ -233,6 +237,8 @@ def test_a_signal_while_the_report_is_written_acts_after_results_json(tmp_path, 
     assert validate_results(doc) == [] and not doc.get("interrupted")
     assert [p["name"] for p in doc["pairs"]] == ["fast"] and doc["pairs"][0]["status"] == "ok"
     assert "ch94/fast" in (out / "summary.md").read_text() and (out / "speedup.png").read_bytes()[:4] == b"\x89PNG"
+    assert f"{signum} came while the report was written" in proc.stderr and "results.json" in proc.stderr  # "wrote"
+    assert "ch94/fast" in proc.stdout  # the summary is printed too
 
 
 @pytest.mark.parametrize("kind", ["existing file", "under a file", "read-only folder", "holds a report"])

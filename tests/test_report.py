@@ -71,6 +71,34 @@ def test_results_survive_a_kill_mid_write(tmp_path):
     assert all(n.startswith(".results.json.") for n in leftovers)
 
 
+_HOLD = """
+import os, signal, sys
+from common.files import signals_deferred
+signal.signal(signal.SIGINT, signal.{sigint})
+with signals_deferred():
+    os.kill(os.getpid(), signal.SIGINT)
+    os.kill(os.getpid(), signal.SIGTERM)
+    print("the block ran to its end", flush=True)
+    {end}
+print("still running", flush=True)
+"""
+
+
+def _hold(sigint: str, end: str = "pass"):
+    return subprocess.run([sys.executable, "-c", _HOLD.format(sigint=sigint, end=end)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_signals_held_over_a_block_act_after_it_each_with_its_own_handler():
+    # SIGTERM's default stops the process after the block, whether Ctrl-C is handled or ignored
+    for sigint in ("default_int_handler", "SIG_IGN"):
+        proc = _hold(sigint)
+        assert proc.returncode == -15 and proc.stdout == "the block ran to its end\n", (sigint, proc)
+    # a block that fails: its error is what the process ends with, not the signals it held
+    proc = _hold("default_int_handler", end="raise OSError('disk full')")
+    assert proc.returncode == 1 and "OSError: disk full" in proc.stderr and "still running" not in proc.stdout, proc
+
+
 def test_the_details_table_prints_each_tolerance_as_given():
     # fp8's 0.15 printed with one significant digit read "1e-01", a tolerance 1.5x tighter than the one applied
     from common.report import _verification_text
