@@ -472,7 +472,8 @@ def _report(args, command, pairs, device, peaks, outdir, created, stamp, results
         if written is not None:
             print("wrote " + ", ".join(_shown(p) for p in written), file=sys.stderr)
         if held:
-            print(f"{signal.Signals(held[0]).name} came while the report was written: written whole, now stopping",
+            acts = next(s for s in (signal.SIGTERM, signal.SIGINT) if s in held)  # SIGTERM's default ends the run
+            print(f"{signal.Signals(acts).name} came while the report was written: written whole, now stopping",
                   file=sys.stderr)
     if interrupted:
         return 128 + interrupted

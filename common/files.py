@@ -53,7 +53,7 @@ def atomic_write(path: Path, chunks: Iterable[str | bytes]) -> None:
         raise
 
 
-_DEFERRED = (signal.SIGTERM, signal.SIGINT)  # raised again in this order: SIGTERM's default ends the process at once
+_DEFERRED = (signal.SIGTERM, signal.SIGINT)  # with both held, SIGTERM acts: its default ends the process at once
 
 
 @contextlib.contextmanager
@@ -67,19 +67,21 @@ def signals_deferred():
     if threading.current_thread() is not threading.main_thread():
         yield held
         return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)  # none lands while the handlers change
     previous = {s: h for s in _DEFERRED if (h := signal.getsignal(s)) not in (signal.SIG_IGN, None)}
-    for s in previous:
-        signal.signal(s, lambda signum, frame: held.append(signum))
     try:
+        for s in previous:
+            signal.signal(s, lambda signum, frame: held.append(signum))
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         yield held
+        signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+        for s in set(held):  # pending while blocked: each meets its own handler once the mask is restored
+            signal.raise_signal(s)
     finally:
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)  # none lands between two handlers' restoring
+        signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
         for s, handler in previous.items():
             signal.signal(s, handler)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    for s in _DEFERRED:
-        if s in held:
-            signal.raise_signal(s)
 
 
 def atomic_write_json(path: Path, obj) -> None:

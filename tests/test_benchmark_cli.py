@@ -210,6 +210,7 @@ _SIGNAL_WHILE_WRITING = """
 import os, runpy, signal, sys
 import common.report as report
 signal.signal(signal.SIGINT, signal.default_int_handler)  # even where Ctrl-C was ignored when this started
+signal.signal(signal.SIGTERM, signal.SIG_DFL)  # and SIGTERM
 draw = report.draw_figures
 def draw_after_a_signal(doc, outdir):  # the signal lands between the Markdown files and results.json
     os.kill(os.getpid(), signal.{signum})

@@ -75,6 +75,7 @@ _HOLD = """
 import os, signal, sys
 from common.files import signals_deferred
 signal.signal(signal.SIGINT, signal.{sigint})
+signal.signal(signal.SIGTERM, signal.SIG_DFL)  # even where the tests were started ignoring it
 with signals_deferred():
     os.kill(os.getpid(), signal.SIGINT)
     os.kill(os.getpid(), signal.SIGTERM)
