@@ -466,7 +466,9 @@ def _report(args, command, pairs, device, peaks, outdir, created, stamp, results
     if interrupted:
         done = {(r["chapter"], r["name"]) for r in results}
         doc.update(interrupted=True, not_run=[p.key for p in pairs if (p.chapter, p.name) not in done])
-    with signals_deferred() as held:  # the report whole, and where it is, before a signal stops the run
+    # a Ctrl-C or SIGTERM now would leave the Markdown without its results.json: held until the report is whole and
+    # where it is has been said
+    with signals_deferred() as held:
         written = None if outdir is None else write_report(doc, outdir)
         print(summary_markdown(doc))
         if written is not None:

@@ -7,7 +7,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from common.files import atomic_write, atomic_write_json, finite, signals_deferred
+from common.files import atomic_write, atomic_write_json, finite
 from common.physics import SLACK
 from common.results import (BY_DESIGN, by_design_text, entries, host_text, pair_failures, pair_key, pair_level_error,
                             run_label, speedup_text, validate_results, variant_status)
@@ -243,17 +243,16 @@ def _problem_sections(doc: dict) -> list[str]:
 
 def write_report(doc: dict, outdir: Path, figures: bool = True) -> list[Path]:
     """summary.md, recommendations.md, the figures (none with `figures=False` or without matplotlib, said once),
-    then results.json: written last, its presence means the run finished. A signal waits until all are written."""
+    then results.json: written last, its presence means the run finished (the command line holds a signal off the
+    whole of it: common/cli.py, _report)."""
     doc = finite(doc)
     if problems := validate_results(doc):
         raise ValueError("results do not follow the schema: " + "; ".join(problems[:5]))
     outdir = Path(outdir)
-    with signals_deferred():  # a Ctrl-C or SIGTERM now would leave the Markdown without its results.json
-        atomic_write(outdir / "summary.md", [summary_markdown(doc)])
-        atomic_write(outdir / "recommendations.md", [recommendations(doc)])
-        written = [outdir / "summary.md", outdir / "recommendations.md"]
-        written += draw_figures(doc, outdir) if figures else []
-        atomic_write_json(outdir / "results.json", doc)
+    atomic_write(outdir / "summary.md", [summary_markdown(doc)])
+    atomic_write(outdir / "recommendations.md", [recommendations(doc)])
+    written = [outdir / "summary.md", outdir / "recommendations.md"] + (draw_figures(doc, outdir) if figures else [])
+    atomic_write_json(outdir / "results.json", doc)
     return written + [outdir / "results.json"]
 
 
