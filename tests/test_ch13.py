@@ -119,6 +119,31 @@ def test_two_walkthroughs_started_in_the_same_second_get_a_folder_each(tmp_path)
     assert later.name == "20260304-050608-walkthrough-cpu"
 
 
+def test_the_training_step_returns_every_gradient_a_backward_would_accumulate():
+    """The step the checkpointing pair times and the walkthrough profiles is a whole training backward: its
+    gradients equal what loss.backward() accumulates into .grad, for the input and every parameter, with
+    activation checkpointing too (autograd computes only the gradients it is asked for)."""
+    import dataclasses
+    import torch
+    from torch.utils.checkpoint import checkpoint
+    from ch13.block import SIZES, build_blocks, random_input, train_step
+    cfg = dataclasses.replace(SIZES["tiny"], layers=2)
+    model = build_blocks(cfg, "cpu", torch.float64)
+    x = random_input(cfg, "cpu", torch.float64, seed=3).requires_grad_(True)
+    h = x
+    for blk in model:
+        h = blk(h)
+    loss = h.float().square().mean()
+    loss.backward()
+    want = [x.grad, *(p.grad for p in model.parameters())]
+    assert all(g is not None and g.abs().sum() > 0 for g in want)  # 2 blocks of 12 parameters, and x
+    for layer_fn in (None, lambda blk, h: checkpoint(blk, h, use_reentrant=False)):
+        *grads, got_loss = train_step(model, x, layer_fn)
+        assert len(grads) == len(want) and torch.allclose(got_loss, loss.detach())
+        for i, (g, w) in enumerate(zip(grads, want)):
+            assert g.shape == w.shape and torch.allclose(g, w, rtol=1e-9, atol=1e-12), i
+
+
 CPU_PAIRS = ("checkpointing", "alignment", "softmax", "compile_shapes")  # compile_block and fp8_linear: only their baselines run on a CPU
 
 
