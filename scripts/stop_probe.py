@@ -84,6 +84,11 @@ def main() -> int:
         ranks = sorted(int(f.read_text()) for f in folder.glob("rank*"))
     if device != "cpu":
         time.sleep(3)  # what the killed ranks held on the GPU is freed by now
+    # A killed process is alive until the kernel has run its exit (tens of ms for a process with torch loaded, more
+    # on a busy machine): a rank counts as a survivor only if it is still running 5 s after the stop
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in ranks) and time.monotonic() < deadline:
+        time.sleep(0.05)
     survivors = [pid for pid in ranks if alive(pid)]
     after = gpu0_used_mib(device)
     for pid in survivors:  # leave the machine as it was
