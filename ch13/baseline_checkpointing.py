@@ -8,7 +8,9 @@ The call returns dL/dx, every parameter's gradient and the loss (gradients are r
 so every call gives the same answer to bf16's precision: see ch13/block.py's train_step).
 
 Bound: compute. Napkin math: forward 8 x 0.89 TFLOP (ch13/block.py: BlockConfig.forward_flops) ≈ 7.1 TFLOP,
-backward twice that: ≈ 21 TFLOP ≈ 33 ms at ~650 TFLOP/s. Memory: the saved activations are ~34 bytes per
+backward twice that: ≈ 21 TFLOP ≈ 33 ms at ~650 TFLOP/s; measured 41.7 ms, 514 TFLOP/s (67% of the bf16
+ceiling: attention's backward, the element-wise work and the host take the rest;
+profiles/h100/ch13-trainstep-1c29d51). Memory: the saved activations are ~34 bytes per
 token per hidden unit per block in bf16 (Korthikanti et al. 2022, without the attention matrix that SDPA
 never stores): 34 x 8192 tokens x 2048 x 8 blocks ≈ 4.6 GB on top of 0.8 GB of weights and 0.8 GB of their
 gradients.
