@@ -1,9 +1,10 @@
-"""A linear layer with bias and GELU as three separate operations (bf16).
+"""A linear layer with bias, then GELU, as nn.Linear and F.gelu run them eagerly (bf16).
 
-Workload: 16384 tokens x 4096 -> 4096, y = gelu(x @ W + b) with the tanh
-GELU. The matmul writes y to memory; the bias add reads and writes it
-again; GELU reads and writes it a third time: 4 extra passes over a
-128 MiB activation that a fused epilogue never makes.
+Workload: 16384 tokens x 4096 -> 4096, y = gelu(x @ W + b) with the tanh GELU. torch.addmm (what F.linear
+calls) hands the bias to cuBLASLt, which adds it in the GEMM's epilogue: the matmul writes x @ W + b once. GELU
+is a second kernel: it reads the 128 MiB activation back and writes it again, 2 passes a GELU in the epilogue
+never makes. (The bias as an op of its own, x @ W then + b, costs 2 more: optimized_fused_gelu_separate_bias.py,
+a pitfall.)
 
 Prepared once: the weight W and bias b. Per call: the activation x.
 
@@ -11,8 +12,8 @@ A sweep sets the tokens (the rows of x; the layer stays 4096 -> 4096, or 512 -> 
 --quick) and the dtype: `benchmark.py --pair fused_gelu --sizes 2048 16384 --dtypes bfloat16 float16`.
 Not float32: the Triton variant's tl.dot would compute it in TF32.
 
-Bound: compute. Napkin math: 550 GFLOP ≈ 0.75 ms at ~730 TFLOP/s; the
-two extra elementwise kernels move 512 MiB ≈ 0.18 ms at ~3 TB/s.
+Bound: compute. Napkin math: 550 GFLOP ≈ 0.75 ms at ~730 TFLOP/s; the GELU pass moves 256 MiB ≈ 0.09 ms at
+~3 TB/s, so fusing it can buy ~1.1x at most.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
@@ -42,8 +43,7 @@ def prepare(wl: Workload):
     x, w, b = wl.inputs["x"], wl.inputs["w"], wl.inputs["b"]
 
     def layer():
-        y = x @ w
-        y = y + b
+        y = torch.addmm(b, x, w)  # F.linear(x, W, b) with W stored (in, out): the bias in cuBLASLt's epilogue
         return F.gelu(y, approximate="tanh")
     return layer
 
