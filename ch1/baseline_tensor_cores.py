@@ -6,7 +6,7 @@ asks for tensor cores. A is the per-call activation; B is a weight, prepared
 once. FP32 FMA units run at a fraction of the tensor cores' rate, and 8190
 is not a multiple of the tile sizes, so edge tiles are partly wasted as well.
 
-Bound: compute. Napkin math: 2 x 8190^3 = 1.1 PFLOP; at the fp32 rate
+Bound: compute. Napkin math: 2 x 8190^3 = 1.1 TFLOP; at the fp32 rate
 (tens of TFLOP/s on an H100) that is ~20 ms; bf16 tensor cores would take ~1.5 ms.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702

@@ -9,8 +9,9 @@ loading and computing. It would win if that overlap bought more than the
 spill traffic costs. On the H100 it does not: Nsight Compute reads 128
 registers and 23% achieved occupancy, 358 µs against the uncapped kernel's
 262 µs at 12% (whose 159 registers keep every value on chip and whose
-streaming loads already reach 86% of the copy rate: there was no latency
-left to hide). ch1/README.md has the harness's figures and the command.
+streaming loads already reach 2555 GB/s, 84.9% of the copy ceiling, in the
+harness's 3a68426 run: there was no latency left to hide). ch1/README.md has
+the harness's figures and the command.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 from common import Workload

@@ -5,8 +5,9 @@ mantissa bits inside the tensor cores: ~8x the fp32 FMA rate for a ~3e-4
 relative error. `PRECISION = "tf32"` makes the harness turn TF32 on for this
 variant alone. Padding with zeros changes nothing in the product and lets
 every K-tile be full. Prepared once: the weight B, padded (8192 x 8192).
-Per call: the activation A is padded along K (one copy of A, ~0.3 GB moved
-per call, included in the time), and the result's 8190 columns are sliced out.
+Per call: the activation A is padded along K (F.pad fills a new 8190 x 8192
+buffer, 268 MB, and copies A in, 268 MB each way: ~0.8 GB moved per call,
+included in the time), and the result's 8190 columns are sliced out.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch

@@ -5,11 +5,11 @@ Workload (GPU): x 8192 x 8192, W 8192 x 8192 (out x in, nn.Linear's layout), bf1
 
 Prepared once: W. Per call: x (a new batch of tokens every step).
 
-Bound: compute. Napkin math: 2 x 8192^3 = 1.10 TFLOP; 8192 tokens make ~2700 FLOPs per byte of weight,
-far past the ~220 FLOP/byte where an H100 stops waiting on memory. At the ~680 TFLOP/s of dense bf16 the
-harness measures (profiles/peaks) that is ≈ 1.6 ms. The H100's float8 tensor cores have twice bf16's
-peak (the harness measures ~1240 TFLOP/s): the pair is chapter 13's float8 on the side where it pays
-in FLOPs, where fp8_linear is the side where it pays in bytes.
+Bound: compute. Napkin math: 2 x 8192^3 = 1.10 TFLOP; 8192 tokens make ~2700 FLOPs per byte moved (x, W
+and y), far past the ~250 FLOP/byte where an H100 stops waiting on memory. At the 751 TFLOP/s of dense bf16
+the harness measured in the chapter's run (profiles/h100/ch13-07ac287, its "Measured ceilings") that is
+≈ 1.46 ms. The H100's float8 tensor cores have twice bf16's peak (that run measured 1470 TFLOP/s): the pair
+is chapter 13's float8 on the side where it pays in FLOPs, where fp8_linear is the side where it pays in bytes.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch

@@ -11,8 +11,8 @@ The GPU size (without --quick) is the chapter's result; the CPU and --quick size
 the pair runs and verifies, and their times are not results.
 
 Bound: memory per decode iteration, in principle (the weights, read once for all 8 slots: an 8-slot step
-≈ 1.70 GB + the slots' KV ≈ 0.6 ms at 3 TB/s; the sweep's iterations take several times that, not yet
-taken apart). Static batching waits for each batch's longest output (the
+≈ 1.574 GB, the bytes the pair counts per iteration, ≈ 0.52 ms at 3008 GB/s, + the slots' KV; the sweep's
+iterations take several times that, not yet taken apart). Static batching waits for each batch's longest output (the
 longest of 8 is ~3x the median, the mean 1.38x); continuous batching refills a slot at once. Both prefill
 in the same 128-token chunks, each one CUDA graph (batching.Engine), so the prefill is the same small
 share of either schedule.

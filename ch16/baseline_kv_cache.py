@@ -9,7 +9,8 @@ the pair runs and verifies, and their times are not results.
 Bound: compute, at this size, though the pair is measured against the memory floor of the step it
 should be. Napkin math (H100): 4 x 1025 tokens x 2 x 0.79 GFLOP ≈ 6.5 TFLOP per step ≈ 9 ms at
 ~700 TFLOP/s of bf16 matmul, growing linearly with the context (quadratically over a generation);
-the cached step reads 1.70 GB of weights + 4 x 1088 x 32 KiB of KV ≈ 1.84 GB ≈ 0.6 ms at 3 TB/s.
+the cached step reads 1.574 GB of weights (the embedding: one row) + 4 x 1025 x 32 KiB of filled KV
+≈ 1.708 GB ≈ 0.57 ms at 3008 GB/s.
 Run `python ch16/kv_cache_sweep.py` for the growth with context.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702

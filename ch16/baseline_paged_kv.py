@@ -10,7 +10,7 @@ the pair runs and verifies, and their times are not results.
 
 Both layouts' steps are captured as CUDA graphs on a GPU, so launches do not hide the KV reads.
 
-Bound: memory. Napkin math (H100): the step reads 1.70 GB of weights + the KV of every request. This
+Bound: memory. Napkin math (H100): the step reads 1.574 GB of weights + the KV of every request. This
 baseline reserves 32 x 4096 x 32 KiB = 4 GiB of KV and, padded to the longest request in the batch,
 reads up to 32 x ~3000 x 32 KiB ≈ 3 GB of it per step (masked); the tokens actually cached are
 ~32 x 1200 x 32 KiB ≈ 1.3 GB. Memory per request: 128 MiB here, ~35 MiB paged (the workload's note

@@ -8,9 +8,10 @@ stated acceptance rate; `python ch16/speculative_sweep.py` sweeps it and k.
 The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
 the pair runs and verifies, and their times are not results.
 
-Bound: memory. Napkin math (H100): each token reads the 1.70 GB of weights once, ≈ 0.57 ms at 3 TB/s,
-so 64 tokens ≥ 36 ms alone. The pair's bytes_moved is the floor of any decoder of this target: one
-weight read per k+1 = 5 tokens (every proposal accepted), 13 passes ≈ 7.4 ms.
+Bound: memory. Napkin math (H100): each token reads the 1.574 GB of weights once (the embedding: one row)
+and the counted KV, 192 x 32 KiB: 1.580 GB ≈ 0.525 ms at 3008 GB/s, so 64 tokens ≥ 33.6 ms alone. The pair's
+bytes_moved is the floor of any decoder of this target: one weight read per k+1 = 5 tokens (every proposal
+accepted), 13 passes, 20.54 GB ≈ 6.83 ms.
 
 The setting (deep layers x0.25, k=4) is where speculative_sweep.py, on this prompt on the H100, measured
 α 0.81 and 1.75x (aa626df): an acceptance rate where the draft pays. The harness times another prompt

@@ -14,8 +14,9 @@ One forward serves every path of the chapter:
                                         verification pass of speculative decoding)
 
 The cache is preallocated at its maximum length, so a decode step has static shapes and can be
-captured in a CUDA graph. Decode at batch 1 reads every weight once per token: `weight_bytes()` is
-the floor a step cannot beat (1.70 GB / 3.0 TB/s ≈ 0.57 ms on an H100's measured copy bandwidth).
+captured in a CUDA graph. Decode at batch 1 reads every weight once per token, but only one row of the
+embedding table: `weight_bytes()`, 1.574 GB, is the floor a step cannot beat (≈ 0.523 ms at an H100's
+measured copy bandwidth, 3008 GB/s).
 """
 from __future__ import annotations
 
