@@ -1,19 +1,19 @@
-"""The same epilogue by hand: a Triton GEMM that applies the bias and the tanh GELU before its one store.
+"""Pitfall: the same epilogue by hand, a Triton GEMM that applies the bias and the tanh GELU before its one store.
 
 cuBLASLt's GELU_BIAS epilogue (optimized_fused_gelu.py) is a library's kernel; this is the fusion written
 out, chapter 13's GEMM (ch13/triton_kernels.py, `gemm(..., gelu=True)`): each program's fp32 accumulator
 tile gets `+ b` and the GELU (x * sigmoid(2u), the tanh form the baseline computes) in registers, then is
-stored once in bf16, so the 128 MiB activation crosses memory once, as with cuBLASLt. Both remove the same
-two element-wise passes; what is left between them is the GEMM's main loop, a library's tuned kernel
-against a tile shape picked from eight stated configurations. In chapter 13's runs this variant read
-1.239x over the eager baseline and the cuBLASLt epilogue 1.37x (H100, ch13-4e9eeb0): faster than three
-ops, slower than cuBLASLt. Timed beside chapter 1's baseline on the H100 at eae4ffc
-(profiles/h100/ch1-fused-gelu-eae4ffc): 1.23x (0.9823 -> 0.7973 ms), the cuBLASLt epilogue 1.360x (0.72 ms).
+stored once in bf16, so the 128 MiB activation crosses memory once, as with cuBLASLt. Both remove the
+baseline's GELU pass (≈ 0.07 ms at 16384 tokens); what is left between them is the GEMM's main loop, a
+library's tuned kernel against a tile shape picked from eight stated configurations, and that loop is ~10%
+slower here (~680 against ~760 TFLOP/s with the epilogue): the pass saved is spent in the main loop.
 
-Across token counts (benchmark.py --sizes, profiles/h100/sweep-443d16b) it wins from 4096 tokens up
-(1.215-1.238x) and loses at 1024: 0.838x, its 128 x 256 tiles 128 programs for 132 SMs at 382 TFLOP/s,
-where the eager baseline's cuBLAS matmul plus two passes reaches 464. A sweep shows it; the pair's own size
-(16384 tokens) does not.
+Why a pitfall: fusing by hand pays only where the hand-written GEMM is as fast as the library's. Against
+nn.Linear + GELU (cuBLAS's GEMM with the bias, then one GELU kernel) this variant ties at 16384 tokens
+(0.993x and 0.994x on the H100 at 67da15a, profiles/h100/ch1-fused-gelu-67da15a) and loses at 1024 (0.737x:
+its 128 x 256 tiles make 128 programs for 132 SMs). Against the three-op baseline this pair had before (the
+bias as its own op, now optimized_fused_gelu_separate_bias.py) it read 1.23x (eae4ffc), which was the saved
+bias pass, not a better kernel. KIND = "pitfall": reported with its ratio.
 
 Prepared once: the autotuning (the first call benchmarks ch13/triton_kernels.py's GEMM_CONFIGS for this
 shape, reported as prepare_s; the choice is printed to stderr) and the output buffer, beside the
@@ -26,6 +26,7 @@ import torch
 from ch13 import triton_kernels as tk
 from common import Workload
 
+KIND = "pitfall"
 DEVICES = ("cuda",)
 REQUIRES = ("triton",)
 
