@@ -4,8 +4,9 @@ Workload: C = A @ B, M = N = 1536, K = 8192, bf16, tiles of 128 x 128 (K step 64
 12 x 12 = 144 tiles over 132 SMs, one such program per SM at a time (its pipeline holds 128 KB of shared
 memory): the first wave runs 132 tiles, the second the last 12, with 120 SMs idle. The kernel takes two
 tiles' time for 1.09 tiles of work per SM. ch13/persistent_sweep.py shows the sawtooth over tile counts
-(profiles/h100/ch13-persistent-92f1ef6/persistent_sweep.md): on the H100 at K = 8192 this kernel took
-0.0521 ms for 132 tiles and 0.1177 ms for 144.
+(profiles/h100/ch13-persistent-*/persistent_sweep.md): on the H100 at K = 8192 this kernel took
+0.0516-0.0521 ms for 132 tiles and 0.1054-0.1065 ms for 144 (8a9b340, 772297c; 92f1ef6's one reading of 0.1177
+ms is slower than its own 192 tiles, 0.1049, and is not the shape's time); the pair itself times it at ~0.100.
 
 Per call: A. Prepared once: B and the output. GPU only (a Triton kernel). --quick runs the same size.
 

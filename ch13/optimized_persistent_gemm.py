@@ -18,7 +18,8 @@ Measured on the H100 (profiles/h100/ch13-persistent-92f1ef6/pair): 0.07237 ms a 
 tiles): the split tiles add their sums through L2, and the kernel with the split compiled in holds one
 more accumulator tile of shared memory. Where the split pays and where it does not, from the sweep
 (profiles/h100/ch13-persistent-92f1ef6/persistent_sweep.md): at K = 8192 it wins where the last wave is
-thin (1.71x at 1.09 waves, 1.28x at 2.09, 1.15x at 3.09, 1.12x at 1.45) and is even at 2.45 waves; at
+thin (1.55x at 1.09 waves: 1.546x at 772297c, and 1.71x in this sweep against a plain reading, 0.1177 ms, slower
+than its own 192 tiles; 1.28x at 2.09, 1.15x at 3.09, 1.12x at 1.45) and is even at 2.45 waves; at
 exact multiples of 132 there is no tail and the plain persistent kernel runs (0.89-0.99x one program per
 tile in this sweep); at K = 512 a split tile is too little work to pay for its sums (0.64-0.81x where there is a tail).
 
