@@ -43,7 +43,7 @@ def prepare(wl: Workload):
     x, w, b = wl.inputs["x"], wl.inputs["w"], wl.inputs["b"]
 
     def layer():
-        y = torch.addmm(b, x, w)  # F.linear(x, W, b) with W stored (in, out): the bias in cuBLASLt's epilogue
+        y = torch.addmm(b, x, w)  # F.linear's op, W stored (in, out) as the variants take it: the bias in the epilogue
         return F.gelu(y, approximate="tanh")
     return layer
 

@@ -6,7 +6,7 @@ tile gets `+ b` and the GELU (x * sigmoid(2u), the tanh form the baseline comput
 stored once in bf16, so the 128 MiB activation crosses memory once, as with cuBLASLt. Both remove the
 baseline's GELU pass (≈ 0.07 ms at 16384 tokens); what is left between them is the GEMM's main loop, a
 library's tuned kernel against a tile shape picked from eight stated configurations, and that loop is ~10%
-slower here (~680 against ~760 TFLOP/s with the epilogue): the pass saved is spent in the main loop.
+slower here (~690 against ~760-775 TFLOP/s with the epilogue): the pass saved is spent in the main loop.
 
 Why a pitfall: fusing by hand pays only where the hand-written GEMM is as fast as the library's. Against
 nn.Linear + GELU (cuBLAS's GEMM with the bias, then one GELU kernel) this variant ties at 16384 tokens

@@ -19,9 +19,9 @@ tiles): the split tiles add their sums through L2, and the kernel with the split
 more accumulator tile of shared memory. Where the split pays and where it does not, from the sweep
 (profiles/h100/ch13-persistent-92f1ef6/persistent_sweep.md): at K = 8192 it wins where the last wave is
 thin (1.55x at 1.09 waves: 1.546x at 772297c, and 1.71x in this sweep against a plain reading, 0.1177 ms, slower
-than its own 192 tiles; 1.28x at 2.09, 1.15x at 3.09, 1.12x at 1.45) and is even at 2.45 waves; at
-exact multiples of 132 there is no tail and the plain persistent kernel runs (0.89-0.99x one program per
-tile in this sweep); at K = 512 a split tile is too little work to pay for its sums (0.64-0.81x where there is a tail).
+than its own 192 tiles; in this sweep 1.28x at 2.09, 1.15x at 3.09, 1.12x at 1.45; 772297c: 1.25x, 1.19x,
+1.09x) and is even at 2.45 waves; at exact multiples of 132 there is no tail and the plain persistent kernel
+runs (0.89-0.99x one program per tile in this sweep); at K = 512 a split tile is too little work to pay for its sums (0.64-0.81x where there is a tail).
 
 Prepared once: B, the output, the fp32 tile sums and the per-tile counts (zero between calls).
 Per call: A; one launch.
