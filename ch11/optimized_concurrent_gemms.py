@@ -1,17 +1,21 @@
 """The same 16 GEMMs issued round-robin on 8 streams, so several run on the GPU at once.
 
-Kernels on different streams may execute concurrently: while one GEMM's 16
-blocks occupy 16 SMs, the block scheduler places the next stream's blocks on
-idle SMs, up to 8 x 16 = 128 of the 132. Each stream first waits for the
-caller's stream, and the caller's stream waits for all of them at the end,
-so the result is complete where the caller (and its timer) looks. Prepared
-once: the streams, besides the baseline's weights and output buffer.
+Kernels on different streams may execute concurrently: while one GEMM's 4 to
+32 blocks occupy as many SMs, the block scheduler places the other streams'
+blocks on idle SMs. Each stream first waits for the caller's stream, and the
+caller's stream waits for all of them at the end, so the result is complete
+where the caller (and its timer) looks. Prepared once: the streams, besides
+the baseline's weights and output buffer.
+
+What is left: each stream still runs its two GEMMs one after the other, and
+the call ends with the slowest stream. optimized_concurrent_gemms_grouped.py
+puts every tile of every GEMM in one launch instead.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
 
 from common import Workload
-from ch11.baseline_concurrent_gemms import GEMMS, M, N, kernels
+from ch11.baseline_concurrent_gemms import GEMMS, kernels, operands
 
 DEVICES = ("cuda",)
 STREAMS = 8
@@ -19,9 +23,7 @@ STREAMS = 8
 
 def prepare(w: Workload):
     ext = kernels()
-    a, b = list(w.inputs["a"].unbind(0)), list(w.inputs["b"].unbind(0))
-    out = torch.empty(GEMMS, M, N, device=w.inputs["a"].device)
-    outs = list(out.unbind(0))
+    a, b, out, outs = operands(w)
     streams = [torch.cuda.Stream() for _ in range(STREAMS)]
 
     def run():

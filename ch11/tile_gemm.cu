@@ -6,6 +6,11 @@
 // The grid is exactly (N/64) x (M/64) blocks and K is never split, as in many custom and fused
 // kernels: a 256 x 256 product is 16 blocks on a 132-SM GPU, however long K is. That is the
 // underfilled GPU that running several such kernels on several streams fills.
+//
+// grouped_tile_gemm runs many such products of different shapes in one launch: one block per
+// output tile of every product, each block finding its product in a table (the idea behind
+// CUTLASS's grouped GEMM). Both kernels run the same per-tile code, so their results are equal
+// bit for bit.
 // No torch dependency: CI compiles this file with plain nvcc.
 #include <cuda_runtime.h>
 #include <cstdint>
@@ -13,12 +18,12 @@
 namespace {
 constexpr int TILE = 64, KT = 16;
 
-__global__ void __launch_bounds__(256) tile_gemm(const float* __restrict__ A, const float* __restrict__ B,
-                                                 float* __restrict__ C, int M, int N, int K) {
+// One 64x64 tile of C, rows row0.., columns col0..; K a multiple of KT.
+__device__ __forceinline__ void gemm_tile(const float* __restrict__ A, const float* __restrict__ B,
+                                          float* __restrict__ C, int N, int K, int row0, int col0) {
   __shared__ float As[KT][TILE + 4];  // stored transposed: As[k][row]; +4 keeps float4 alignment, spreads banks
   __shared__ float Bs[KT][TILE];
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;  // 16 x 16 threads, 4 x 4 outputs each
-  const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
   float acc[4][4] = {};
   for (int k0 = 0; k0 < K; k0 += KT) {
     for (int i = threadIdx.x; i < TILE * KT; i += 256) {  // 1024 elements of each slice, 4 per thread
@@ -48,10 +53,33 @@ __global__ void __launch_bounds__(256) tile_gemm(const float* __restrict__ A, co
 #pragma unroll
     for (int j = 0; j < 4; ++j) C[(size_t)(row0 + ty * 4 + i) * N + col0 + tx * 4 + j] = acc[i][j];
 }
+
+__global__ void __launch_bounds__(256) tile_gemm(const float* __restrict__ A, const float* __restrict__ B,
+                                                 float* __restrict__ C, int N, int K) {
+  gemm_tile(A, B, C, N, K, blockIdx.y * TILE, blockIdx.x * TILE);
+}
+
+// table: one row of GROUPED_COLS int64 per product, {A, B, C, M, N, K, first_tile, 0}, products in
+// the order their tiles are numbered. Block b runs tile b - first_tile of the last product whose
+// first_tile <= b, tiles numbered row by row.
+__global__ void __launch_bounds__(256) grouped_tile_gemm(const int64_t* __restrict__ table, int count) {
+  const int b = blockIdx.x;
+  int p = 0;
+  while (p + 1 < count && table[(p + 1) * 8 + 6] <= b) ++p;
+  const int64_t* row = table + p * 8;
+  const int N = (int)row[4], K = (int)row[5], t = b - (int)row[6], tiles_n = N / TILE;
+  gemm_tile(reinterpret_cast<const float*>(row[0]), reinterpret_cast<const float*>(row[1]),
+            reinterpret_cast<float*>(row[2]), N, K, (t / tiles_n) * TILE, (t % tiles_n) * TILE);
+}
 }  // namespace
 
 // M, N multiples of 64 and K a multiple of 16 (the binding checks).
 void launch_tile_gemm(const float* A, const float* B, float* C, int M, int N, int K, cudaStream_t s) {
   dim3 grid(N / TILE, M / TILE);
-  tile_gemm<<<grid, 256, 0, s>>>(A, B, C, M, N, K);
+  tile_gemm<<<grid, 256, 0, s>>>(A, B, C, N, K);
+}
+
+// table on the device, as grouped_tile_gemm reads it; total_tiles = the sum of (M/64)*(N/64).
+void launch_grouped_tile_gemm(const int64_t* table, int count, int total_tiles, cudaStream_t s) {
+  grouped_tile_gemm<<<total_tiles, 256, 0, s>>>(table, count);
 }
