@@ -28,9 +28,9 @@ __device__ __forceinline__ void gemm_tile(const float* __restrict__ A, const flo
   for (int k0 = 0; k0 < K; k0 += KT) {
     for (int i = threadIdx.x; i < TILE * KT; i += 256) {  // 1024 elements of each slice, 4 per thread
       int r = i / KT, k = i % KT;
-      As[k][r] = A[(size_t)(row0 + r) * K + k0 + k];
+      As[k][r] = __ldg(&A[(size_t)(row0 + r) * K + k0 + k]);
       int kb = i / TILE, c = i % TILE;
-      Bs[kb][c] = B[(size_t)(k0 + kb) * N + col0 + c];
+      Bs[kb][c] = __ldg(&B[(size_t)(k0 + kb) * N + col0 + c]);
     }
     __syncthreads();
 #pragma unroll
