@@ -26,11 +26,20 @@ __device__ __forceinline__ void gemm_tile(const float* __restrict__ A, const flo
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;  // 16 x 16 threads, 4 x 4 outputs each
   float acc[4][4] = {};
   for (int k0 = 0; k0 < K; k0 += KT) {
-    for (int i = threadIdx.x; i < TILE * KT; i += 256) {  // 1024 elements of each slice, 4 per thread
-      int r = i / KT, k = i % KT;
-      As[k][r] = __ldg(&A[(size_t)(row0 + r) * K + k0 + k]);
-      int kb = i / TILE, c = i % TILE;
-      Bs[kb][c] = __ldg(&B[(size_t)(k0 + kb) * N + col0 + c]);
+    // 1024 elements of each slice, 4 of A and 4 of B per thread: all 8 loads are issued before the
+    // first store to shared memory, so their latencies overlap instead of adding up
+    float ra[4], rb[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int i = threadIdx.x + j * 256;
+      ra[j] = __ldg(&A[(size_t)(row0 + i / KT) * K + k0 + i % KT]);
+      rb[j] = __ldg(&B[(size_t)(k0 + i / TILE) * N + col0 + i % TILE]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int i = threadIdx.x + j * 256;
+      As[i % KT][i / KT] = ra[j];
+      Bs[i / TILE][i % TILE] = rb[j];
     }
     __syncthreads();
 #pragma unroll
