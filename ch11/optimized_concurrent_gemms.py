@@ -7,6 +7,14 @@ Each stream first waits for the caller's stream, and the caller's stream waits
 for all of them at the end, so the result is complete where the caller (and
 its timer) looks. Prepared once: the streams, besides the baseline's weights
 and output buffer.
+
+On the H100: 0.68-0.74 ms, 7.0-7.45x. Fewer streams run several GEMMs one
+after the other on each: 8 streams 0.89 ms, 4 streams 1.58 ms. Streams give no
+order between kernels: which blocks reach the SMs first depends on when each
+stream's launch arrives. About one call in ten takes 1.04 ms instead of 0.69;
+in one traced call of 0.92 ms, a K = 8192 block started 0.33 ms late.
+optimized_concurrent_gemms_grouped.py issues the same tiles in one launch, in
+an order it chooses.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch
