@@ -9,8 +9,9 @@
 //
 // grouped_tile_gemm runs many such products of different shapes in one launch: one block per
 // output tile of every product, each block finding its product in a table (the idea behind
-// CUTLASS's grouped GEMM). Both kernels run the same per-tile code, so their results are equal
-// bit for bit.
+// CUTLASS's grouped GEMM). Both kernels run the same per-tile source (on the H100 every run found
+// their results equal bit for bit). Both assume that no output overlaps an input or another output
+// (__restrict__, __ldg).
 // No torch dependency: CI compiles this file with plain nvcc.
 #include <cuda_runtime.h>
 #include <cstdint>
@@ -26,8 +27,9 @@ __device__ __forceinline__ void gemm_tile(const float* __restrict__ A, const flo
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;  // 16 x 16 threads, 4 x 4 outputs each
   float acc[4][4] = {};
   for (int k0 = 0; k0 < K; k0 += KT) {
-    // 1024 elements of each slice, 4 of A and 4 of B per thread: all 8 loads are issued before the
-    // first store to shared memory, so their latencies overlap instead of adding up
+    // 1024 elements of each slice, 4 of A and 4 of B per thread, written as a fixed count of loads
+    // into registers, then the stores, so that the compiler can issue all 8 loads before the first
+    // store and their latencies overlap (a loop of load-then-store compiled to two waits per slice)
     float ra[4], rb[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -68,17 +70,22 @@ __global__ void __launch_bounds__(256) tile_gemm(const float* __restrict__ A, co
   gemm_tile(A, B, C, N, K, blockIdx.y * TILE, blockIdx.x * TILE);
 }
 
-// table: one row of GROUPED_COLS int64 per product, {A, B, C, M, N, K, first_tile, 0}, products in
-// the order their tiles are numbered. Block b runs tile b - first_tile of the last product whose
-// first_tile <= b, tiles numbered row by row.
+// The table grouped_tile_gemm reads: one row of COLS int64 per product (grouped_row writes it), in
+// the order the products' tiles are numbered; tiles are numbered row by row within a product.
+enum Col { COL_A, COL_B, COL_C, COL_N, COL_K, COL_FIRST_TILE, COL_TILES, COLS };
+
+// Block b runs tile b - first_tile of the last product whose first_tile <= b. A linear scan: a few
+// loads for 16 products; a large group would search the first_tile column by bisection.
 __global__ void __launch_bounds__(256) grouped_tile_gemm(const int64_t* __restrict__ table, int count) {
   const int b = blockIdx.x;
   int p = 0;
-  while (p + 1 < count && table[(p + 1) * 8 + 6] <= b) ++p;
-  const int64_t* row = table + p * 8;
-  const int N = (int)row[4], K = (int)row[5], t = b - (int)row[6], tiles_n = N / TILE;
-  gemm_tile(reinterpret_cast<const float*>(row[0]), reinterpret_cast<const float*>(row[1]),
-            reinterpret_cast<float*>(row[2]), N, K, (t / tiles_n) * TILE, (t % tiles_n) * TILE);
+  while (p + 1 < count && table[(p + 1) * COLS + COL_FIRST_TILE] <= b) ++p;
+  const int64_t* row = table + p * COLS;
+  const int t = b - (int)row[COL_FIRST_TILE];
+  if (t >= row[COL_TILES]) return;  // a grid larger than the table's tiles: the extra blocks do nothing
+  const int N = (int)row[COL_N], K = (int)row[COL_K], tiles_n = N / TILE;
+  gemm_tile(reinterpret_cast<const float*>(row[COL_A]), reinterpret_cast<const float*>(row[COL_B]),
+            reinterpret_cast<float*>(row[COL_C]), N, K, (t / tiles_n) * TILE, (t % tiles_n) * TILE);
 }
 }  // namespace
 
@@ -88,7 +95,21 @@ void launch_tile_gemm(const float* A, const float* B, float* C, int M, int N, in
   tile_gemm<<<grid, 256, 0, s>>>(A, B, C, N, K);
 }
 
-// table on the device, as grouped_tile_gemm reads it; total_tiles = the sum of (M/64)*(N/64).
+// Fill one row (COLS int64, host memory) of grouped_tile_gemm's table for C[M,N] = A[M,K] @ B[K,N];
+// M, N multiples of 64 and K of 16 (the binding checks). Returns the product's tile count.
+int64_t grouped_row(int64_t* row, const float* A, const float* B, float* C, int M, int N, int K, int64_t first_tile) {
+  row[COL_A] = reinterpret_cast<int64_t>(A);
+  row[COL_B] = reinterpret_cast<int64_t>(B);
+  row[COL_C] = reinterpret_cast<int64_t>(C);
+  row[COL_N] = N;
+  row[COL_K] = K;
+  row[COL_FIRST_TILE] = first_tile;
+  row[COL_TILES] = (int64_t)(M / TILE) * (N / TILE);
+  return row[COL_TILES];
+}
+int grouped_cols() { return COLS; }
+
+// table on the device, as grouped_row filled it; total_tiles = the sum of the rows' tile counts.
 void launch_grouped_tile_gemm(const int64_t* table, int count, int total_tiles, cudaStream_t s) {
   grouped_tile_gemm<<<total_tiles, 256, 0, s>>>(table, count);
 }

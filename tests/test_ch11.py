@@ -46,3 +46,26 @@ def test_ch11_pairs_are_listed_and_skipped_without_a_gpu(run_bench, tmp_path):
     assert all(p["status"] == "skipped" and "CUDA" in p["error"] for p in doc["pairs"])
 
 # The escaped side-stream fixture (ch92) is checked in tests/test_trust.py.
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (builds ch11/tile_gemm.cu)")
+def test_the_grouped_launch_computes_each_product_as_its_own_launch_does():
+    """grouped_tile_gemm over products of different shapes, in any order, against tile_gemm on each one: equal bit
+    for bit; a grid with more blocks than the table has tiles leaves every product's answer as it was; a table
+    from mismatched lists is refused."""
+    from ch11.baseline_concurrent_gemms import kernels
+    ext = kernels()
+    g = torch.Generator(device="cuda").manual_seed(3)
+    shapes = [(128, 64, 512), (64, 192, 1024), (256, 128, 256), (64, 64, 2048)]
+    a = [torch.randn(m, k, device="cuda", generator=g) for m, n, k in shapes]
+    b = [torch.randn(k, n, device="cuda", generator=g) for m, n, k in shapes]
+    want = [ext.tile_gemm(x, y, torch.empty(x.shape[0], y.shape[1], device="cuda")) for x, y in zip(a, b)]
+    for order in ([0, 1, 2, 3], [3, 1, 0, 2]):
+        outs = [torch.full((m, n), float("nan"), device="cuda") for m, n, k in shapes]
+        table, tiles = ext.grouped_table([a[i] for i in order], [b[i] for i in order], [outs[i] for i in order])
+        assert tiles == sum((m // 64) * (n // 64) for m, n, k in shapes)
+        ext.grouped_tile_gemm(table, tiles + 64)
+        torch.cuda.synchronize()
+        assert all(torch.equal(o, r) for o, r in zip(outs, want))
+    with pytest.raises(RuntimeError, match="as many"):
+        ext.grouped_table(a, b[:2], want)
