@@ -3,18 +3,19 @@
 Kernels on different streams may execute concurrently: while one GEMM's 4 to
 32 blocks occupy as many SMs, the block scheduler places the other streams'
 blocks on idle SMs, and the 245 blocks of all 16 fit on the 132 SMs at once.
-Each stream first waits for the caller's stream, and the caller's stream waits
-for all of them at the end, so the result is complete where the caller (and
-its timer) looks. Prepared once: the streams, besides the baseline's weights
-and output buffer.
+The longest K is issued first, as the grouped variant does. Each stream first
+waits for the caller's stream, and the caller's stream waits for all of them at
+the end, so the result is complete where the caller (and its timer) looks.
+Prepared once: the streams, besides the baseline's weights and output buffer.
 
-On the H100: 0.68-0.74 ms, 7.0-7.45x. Fewer streams run several GEMMs one
-after the other on each: 8 streams 0.89 ms, 4 streams 1.58 ms. Streams give no
-order between kernels: which blocks reach the SMs first depends on when each
-stream's launch arrives. About one call in ten takes 1.04 ms instead of 0.69;
-in one traced call of 0.92 ms, a K = 8192 block started 0.33 ms late.
-optimized_concurrent_gemms_grouped.py issues the same tiles in one launch, in
-an order it chooses.
+On the H100: 0.689 ms, 7.33x (at b77aede, in SHAPES order: 0.676-0.741 ms,
+7.0-7.45x in four runs; one sweep read 0.693 ms in SHAPES order and 0.704 ms
+longest K first). Fewer streams run several GEMMs one after the other on each:
+8 streams 0.88 ms, 4 streams 1.57 ms. Streams give no order between kernels:
+which blocks reach the SMs first depends on when each stream's launch arrives,
+and one b77aede run had two levels, 0.687 ms and 1.04 ms in about one call in
+ten. optimized_concurrent_gemms_grouped.py issues the same tiles in one launch,
+in an order it chooses.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch

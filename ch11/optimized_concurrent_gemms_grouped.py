@@ -2,24 +2,25 @@
 
 When you own the kernel, you need not ask streams to overlap it: one grid of
 245 blocks covers every 64 x 64 tile of all 16 products, and each block looks
-its product up in a small table (A, B, C, shape, first tile) on the device
+its product up in a small table (A, B, C, N, K, first tile, tiles) on the device
 (grouped_tile_gemm in tile_gemm.cu, the idea of CUTLASS's grouped GEMM). The
 block scheduler then fills every SM from the start, no stream waits for its
 previous GEMM, and the host issues one launch instead of 16. The per-tile
-code is the baseline's, so the output is the same bit for bit.
+source is the baseline's, and every run found the outputs equal bit for bit.
 
 Products are numbered longest K first, so the longest-running blocks start
 first and the short ones fill the gaps at the end (the order only moves blocks
-between SMs; each tile is computed the same way): 0.666 ms, against 0.697 ms in
+between SMs; each tile is computed the same way): 0.669 ms, against 0.703 ms in
 SHAPES order.
 
-On the H100: 0.661-0.666 ms, 7.61-7.63x, the same every call (p10 to p90
-within 2.2%). Where the time goes: the 245 blocks sit two to an SM on 113 SMs
-and alone on 19, all from the start, and the call ends with the 20 blocks of
-K = 8192, which take 0.644-0.649 ms sharing their SMs against 0.40 ms alone. Giving
-those blocks an SM each would take a kernel that places tiles itself (a
-persistent kernel); this one leaves placement to the hardware's block
-scheduler.
+On the H100: 0.667 ms, 7.56x (7.61-7.63x in four runs at b77aede), with p10 to
+p90 within 2.2% in every run. Where the time goes, read from an instrumented
+copy with this kernel's 80 registers: the 245 blocks sit two to an SM on 113
+SMs and alone on 19, all starting together, and the call ends with the 20
+blocks of K = 8192, which take 0.71-0.72 ms in the copy sharing their SMs and
+0.40 ms alone. Giving those blocks an SM each would take a kernel that places
+tiles itself (a persistent kernel); this one leaves placement to the
+hardware's block scheduler.
 
 Prepared once: the device table, built from the baseline's buffers, besides
 the baseline's weights and output buffer. The table holds raw pointers, so it

@@ -29,7 +29,8 @@ __device__ __forceinline__ void gemm_tile(const float* __restrict__ A, const flo
   for (int k0 = 0; k0 < K; k0 += KT) {
     // 1024 elements of each slice, 4 of A and 4 of B per thread, written as a fixed count of loads
     // into registers, then the stores, so that the compiler can issue all 8 loads before the first
-    // store and their latencies overlap (a loop of load-then-store compiled to two waits per slice)
+    // store and their latencies overlap (the loop this replaced issued them in two groups in
+    // grouped_tile_gemm's SASS)
     float ra[4], rb[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
