@@ -9,13 +9,14 @@ the end, so the result is complete where the caller (and its timer) looks.
 Prepared once: the streams, besides the baseline's weights and output buffer.
 
 On the H100: 0.689 ms, 7.33x (at b77aede, in SHAPES order: 0.676-0.741 ms,
-7.0-7.45x in four runs; one sweep read 0.693 ms in SHAPES order and 0.704 ms
-longest K first). Fewer streams run several GEMMs one after the other on each:
-8 streams 0.88 ms, 4 streams 1.57 ms. Streams give no order between kernels:
-which blocks reach the SMs first depends on when each stream's launch arrives,
-and one b77aede run had two levels, 0.687 ms and 1.04 ms in about one call in
-ten. optimized_concurrent_gemms_grouped.py issues the same tiles in one launch,
-in an order it chooses.
+7.0-7.45x in four runs; longest K first did not help: one sweep read 0.704 ms
+against 0.693 in SHAPES order). Fewer streams run several GEMMs one after the
+other on each: 8 streams 0.88 ms, 4 streams 1.57 ms. Streams give no order
+between kernels: which blocks reach the SMs first depends on when each
+stream's launch arrives, and some calls run slow (in one b77aede run, 10% at
+1.04 ms against 0.69; p90 above 1 ms in two more).
+optimized_concurrent_gemms_grouped.py issues the same tiles in one launch, in
+an order it chooses.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch

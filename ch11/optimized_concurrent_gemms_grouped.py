@@ -17,10 +17,11 @@ On the H100: 0.667 ms, 7.56x (7.61-7.63x in four runs at b77aede), with p10 to
 p90 within 2.2% in every run. Where the time goes, read from an instrumented
 copy with this kernel's 80 registers: the 245 blocks sit two to an SM on 113
 SMs and alone on 19, all starting together, and the call ends with the 20
-blocks of K = 8192, which take 0.71-0.72 ms in the copy sharing their SMs and
-0.40 ms alone. Giving those blocks an SM each would take a kernel that places
-tiles itself (a persistent kernel); this one leaves placement to the
-hardware's block scheduler.
+blocks of K = 8192, which take 0.71-0.72 ms in the copy sharing their SMs; the
+real kernel's 16-block 256 x 256 x 8192 product alone takes 0.40 ms. One way
+to give those blocks an SM each is a kernel that places tiles itself (a
+persistent kernel); this one leaves placement to the hardware's block
+scheduler.
 
 Prepared once: the device table, built from the baseline's buffers, besides
 the baseline's weights and output buffer. The table holds raw pointers, so it
