@@ -39,6 +39,8 @@ SHAPES = tuple((64 * m, 64 * n, 1024 * k) for m, n, k in (
     (8, 4, 4), (4, 8, 2), (2, 4, 8), (6, 2, 4), (4, 4, 4), (3, 6, 2), (7, 2, 6), (2, 2, 8),
     (5, 4, 3), (4, 3, 4), (8, 2, 2), (2, 6, 6), (6, 4, 1), (4, 2, 8), (3, 3, 4), (1, 8, 4)))
 GEMMS = len(SHAPES)
+# The products in the order the optimized variants issue them: longest K first, since those tiles take longest.
+LONGEST_K_FIRST = tuple(sorted(range(GEMMS), key=lambda i: -SHAPES[i][2]))
 
 
 def kernels():

@@ -22,7 +22,7 @@ import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().par
 import torch
 
 from common import Workload
-from ch11.baseline_concurrent_gemms import GEMMS, kernels, operands
+from ch11.baseline_concurrent_gemms import GEMMS, LONGEST_K_FIRST, kernels, operands
 
 DEVICES = ("cuda",)
 STREAMS = GEMMS  # fewer streams run two or more GEMMs one after the other on each
@@ -32,13 +32,12 @@ def prepare(w: Workload):
     ext = kernels()
     a, b, out, outs = operands(w)
     streams = [torch.cuda.Stream() for _ in range(STREAMS)]
-    order = sorted(range(GEMMS), key=lambda i: -a[i].shape[1])  # longest K first, as the grouped variant does
 
     def run():
         main = torch.cuda.current_stream()
         for s in streams:
             s.wait_stream(main)
-        for j, i in enumerate(order):
+        for j, i in enumerate(LONGEST_K_FIRST):
             with torch.cuda.stream(streams[j % STREAMS]):
                 ext.tile_gemm(a[i], b[i], outs[i])
         for s in streams:

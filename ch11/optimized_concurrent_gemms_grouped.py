@@ -32,7 +32,7 @@ upload the table every step, a cost this pair does not time.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 from common import Workload
-from ch11.baseline_concurrent_gemms import GEMMS, kernels, operands
+from ch11.baseline_concurrent_gemms import LONGEST_K_FIRST, kernels, operands
 
 DEVICES = ("cuda",)
 
@@ -40,7 +40,7 @@ DEVICES = ("cuda",)
 def prepare(w: Workload):
     ext = kernels()
     a, b, out, outs = operands(w)
-    order = sorted(range(GEMMS), key=lambda i: -a[i].shape[1])  # a[i] is M x K: longest K first
+    order = LONGEST_K_FIRST  # the baseline's SHAPES, longest K first
     table, tiles = ext.grouped_table([a[i] for i in order], [b[i] for i in order], [outs[i] for i in order])
     buffers = (w.inputs["a"], w.inputs["b"], out)  # the storage the table points into, kept alive with run
 
