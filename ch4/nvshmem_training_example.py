@@ -324,9 +324,12 @@ def main(argv=None) -> int:
         return 2
     bad = [s for s in args.shard_size or [] if s < 1 or int(os.environ["WORLD_SIZE"]) % s]
     if bad or args.steps < 1:   # before any process group or part: every rank stops here, rank 0 says why
-        if os.environ.get("RANK", "0") == "0":
-            print(f"error: --shard-size {bad[0]} does not divide the world size {os.environ['WORLD_SIZE']}" if bad
-                  else f"error: --steps {args.steps}: give at least one step", file=sys.stderr)
+        if os.environ.get("RANK", "0") != "0":
+            # Status 0: torchrun stops every rank once one fails, and a rank that failed first could stop rank 0
+            # before it printed. torchrun's own status is still rank 0's failure.
+            return 0
+        print(f"error: --shard-size {bad[0]} does not divide the world size {os.environ['WORLD_SIZE']}" if bad
+              else f"error: --steps {args.steps}: give at least one step", file=sys.stderr)
         return 2
     local = int(os.environ.get("LOCAL_RANK", "0"))
     device = torch.device("cuda", local) if torch.cuda.is_available() else torch.device("cpu")
