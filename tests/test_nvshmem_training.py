@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,12 +38,14 @@ def close(a, b, tol):
     return num / sum(float(y.double().norm() ** 2) for y in b) ** 0.5 <= tol
 
 
-def run_example(tmp_path, name, *extra):
-    """Start the example under torchrun (two Gloo processes); returns (process, saved path, json path)."""
+def run_example(tmp_path, name, *extra, late_rank0=False):
+    """Start the example under torchrun (two Gloo processes), rank 0 started 3 s late if `late_rank0`; returns
+    (process, log path, saved path, json path)."""
     saved, measured = tmp_path / f"{name}.pt", tmp_path / f"{name}.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")  # the Gloo path, even on a GPU machine
     log = tmp_path / f"{name}.log"
-    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+    late = [str(ROOT / "tests" / "fixtures" / "late_rank0.py")] if late_rank0 else []
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *late,
                              str(ROOT / "ch4" / "nvshmem_training_example.py"), "--quick", "--steps", "3",
                              "--shard-size", "2", "1", "--save", str(saved), "--json", str(measured), *extra],
                             cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
@@ -93,8 +96,10 @@ def check_saved(out, report, name):
         assert close([rank1.float()], [losses], 2e-2), name
 
 
-def test_a_shard_size_that_does_not_divide_the_world_stops_before_any_part(tmp_path):
-    proc, log, saved, measured = run_example(tmp_path, "bad", "--shard-size", "3")
+@pytest.mark.parametrize("late_rank0", [False, True], ids=["as started", "rank 0 late"])
+def test_a_shard_size_that_does_not_divide_the_world_stops_before_any_part(tmp_path, late_rank0):
+    # rank 0 late: the other rank is done first, and rank 0 must still be let to say why (an H200 run lost the line)
+    proc, log, saved, measured = run_example(tmp_path, "bad", "--shard-size", "3", late_rank0=late_rank0)
     assert proc.wait(timeout=300) != 0
     text = log.read_text()
     assert text.count("error: --shard-size 3 does not divide the world size 2") == 1, text   # rank 0 only
