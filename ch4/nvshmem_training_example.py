@@ -326,7 +326,7 @@ def main(argv=None) -> int:
     if bad or args.steps < 1:   # before any process group or part: every rank stops here, rank 0 says why
         if os.environ.get("RANK", "0") != "0":
             # Status 0: torchrun stops every rank once one fails, and a rank that failed first could stop rank 0
-            # before it printed. torchrun's own status is still rank 0's failure.
+            # before it printed. The torchrun that runs rank 0 still exits non-zero.
             return 0
         print(f"error: --shard-size {bad[0]} does not divide the world size {os.environ['WORLD_SIZE']}" if bad
               else f"error: --steps {args.steps}: give at least one step", file=sys.stderr)
