@@ -341,6 +341,42 @@ def test_fp8_linear_under_the_triton_interpreter_is_the_dequantized_product():
     _run_interpreted(FP8_LINEAR_CHECK, timeout=300)
 
 
+def _fp8_devices():
+    import torch
+    from ch13.fp8_weight_only import triton
+    return ["cpu"] + (["cuda"] if torch.cuda.is_available() and triton is not None else [])
+
+
+@pytest.mark.parametrize("device", _fp8_devices())
+def test_the_fp8_tolerance_catches_a_float8_mlp_that_drops_a_bias(device):
+    """fp8's tolerance is wide (0.15 norm-wise: e4m3 keeps 3 mantissa bits), so fp8_linear's workload must have
+    biases that move its output by more than that, or a float8 variant that forgets one verifies. The float8
+    layers with both biases pass; without either bias they fail. On a GPU: the pair's own size and the Triton
+    kernel its fp8_linear variant runs; on a CPU: the --quick size, the same float8 weights dequantized."""
+    import torch
+    import torch.nn.functional as F
+    from ch13 import baseline_fp8_linear as base
+    from ch13.fp8_weight_only import fp8_linear, quantize_rows
+    from common.verify import snapshot, verify_outputs
+    w = base.workload(5, device, quick=device == "cpu")
+    ref = snapshot(base.prepare(w)())
+    x = w.inputs["x"]
+    (u8, su), (d8, sd) = quantize_rows(w.inputs["w_up"]), quantize_rows(w.inputs["w_down"])
+    if device == "cuda":
+        def mlp(b_up, b_down):
+            return fp8_linear(fp8_linear(x, u8, su, b_up, gelu=True), d8, sd, b_down)
+    else:
+        up, down = (q.float() * s[:, None] for q, s in ((u8, su), (d8, sd)))
+        def mlp(b_up, b_down):
+            return F.linear(F.gelu(F.linear(x, up, b_up), approximate="tanh"), down, b_down)
+    b_up, b_down = w.inputs["b_up"], w.inputs["b_down"]
+    verdicts = {name: verify_outputs(ref, snapshot(mlp(*biases)), "fp8") for name, biases in
+                {"both biases": (b_up, b_down), "no up bias": (None, b_down), "no down bias": (b_up, None)}.items()}
+    assert verdicts["both biases"].ok, verdicts["both biases"].message
+    for name in ("no up bias", "no down bias"):
+        assert not verdicts[name].ok, (name, verdicts[name].message)
+
+
 def test_fp8_linear_compiles_for_hopper_with_the_weights_widened_in_registers():
     """The float8 loads and the tensor-core dot exist only in a GPU build: compiled here for sm_90. The weight
     tile is loaded as e4m3 and converted (cvt) in registers; nothing writes a bf16 copy of it."""
