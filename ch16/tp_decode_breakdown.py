@@ -106,6 +106,10 @@ def kernel_time(fn, calls: int = 5, trace: Path | None = None) -> dict:
             "kernels": kernels / calls}
 
 
+class StepsDiffer(RuntimeError):
+    """A step's answer differs from step_nccl's: raised by every rank at once (they all-reduce the verdict)."""
+
+
 def fails_on_a_rank(verdict) -> bool:
     """Did the check fail on any rank? Every rank gets the same answer, so all take the same branch."""
     return max_over_ranks(0.0 if verdict.ok else 1.0) == 1.0
@@ -147,7 +151,7 @@ def measure(device, quick: bool, budget_s: float, log, profile: bool = False, tr
         if not fails_on_a_rank(verdict):
             continue
         if not name.endswith("_fused"):
-            raise RuntimeError(f"{name} differs from step_nccl: {verdict.message}")
+            raise StepsDiffer(f"{name} differs from step_nccl: {verdict.message}")
         checked[name] = "FAILED, not timed: " + verdict.message   # the fused steps fail alone
         for fused_name in [n for n in calls if n.endswith("_fused")]:
             del calls[fused_name]
@@ -278,15 +282,17 @@ def main(argv=None) -> int:
         report = measure(device, a.quick, a.budget or (QUICK_BUDGET_S if a.quick else BUDGET_S), log, a.profile,
                          traces, a.fused)
     except Exception as e:  # noqa: BLE001 - one line, after the group is gone; no report
-        error = f"{type(e).__name__}: {e}"
+        error, everywhere = f"{type(e).__name__}: {e}", isinstance(e, StepsDiffer)
     gc.collect()  # first free the CUDA graphs that captured NCCL calls: destroying the group under them hangs
     dist.destroy_process_group()
     if error:
-        if rank == 0:
-            print(f"error: {error}", file=sys.stderr)
         if traces:
             shutil.rmtree(traces, ignore_errors=True)
-        return 1
+        # An error every rank raised is rank 0's to print, and the others exit 0: one that exited 1 first would
+        # have torchrun stop rank 0 before it printed. A rank's own error, that rank prints.
+        if rank == 0 or not everywhere:
+            print(f"error: {error}" if rank == 0 else f"error: rank {rank}: {error}", file=sys.stderr)
+        return 0 if everywhere and rank != 0 else 1
     if rank == 0:
         folder = a.output or new_run_folder("ch16-tp-breakdown")
         folder.mkdir(parents=True, exist_ok=True)

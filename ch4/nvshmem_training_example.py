@@ -414,7 +414,9 @@ def main(argv=None) -> int:
         if args.json:
             args.json.write_text(json.dumps({**report, "verified": ok}, indent=1))
     dist.destroy_process_group()
-    return 0 if ok else 1
+    # Rank 0's verdict covers every rank (the checks above all-reduce theirs), and only rank 0's status counts:
+    # a rank that failed first would have torchrun stop rank 0 before it printed FAIL or wrote --save and --json.
+    return 0 if ok or rank != 0 else 1
 
 
 if __name__ == "__main__":

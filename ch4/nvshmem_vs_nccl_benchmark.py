@@ -330,13 +330,15 @@ def main(argv=None) -> int:
 
     info = sweep(args)
     rank0 = int(os.environ["RANK"]) == 0
+    # Every rank agreed on each row's verdict; rank 0 writes them, and the report's exit status fails a wrong row.
+    # The other ranks exit 0: one that exited 1 first would have torchrun stop rank 0 before it wrote anything.
     if args.part:                            # one part of a driver's run
         if rank0:
             args.part.parent.mkdir(parents=True, exist_ok=True)
             args.part.write_text(json.dumps(info))
-        return 0 if all(r["verified"] for r in info["results"]) else 1
+        return 0
     if not rank0:
-        return 0 if all(r["verified"] for r in info["results"]) else 1
+        return 0
     out = output_folder(args)                # rank 0 only: one folder per run
     parts = [info]
     if args.backend is None and not info["symm_unavailable"]:

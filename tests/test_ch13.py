@@ -353,7 +353,6 @@ def test_the_fp8_tolerance_catches_a_float8_mlp_that_drops_a_bias(device):
     biases that move its output by more than that, or a float8 variant that forgets one verifies. The float8
     layers with both biases pass; without either bias they fail. On a GPU: the pair's own size and the Triton
     kernel its fp8_linear variant runs; on a CPU: the --quick size, the same float8 weights dequantized."""
-    import torch
     import torch.nn.functional as F
     from ch13 import baseline_fp8_linear as base
     from ch13.fp8_weight_only import fp8_linear, quantize_rows

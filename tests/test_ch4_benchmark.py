@@ -68,6 +68,37 @@ def test_allreduce_sweep_on_gloo_reports_the_slowest_ranks_time_and_nccl_tests_b
     assert (out / "allreduce.png").read_bytes()[:4] == b"\x89PNG"
 
 
+# Every sum wrong on every rank, and rank 0's JSON 3 s slow to write: the other rank is done first.
+WRONG_SUMS = """
+import json, os, sys, time, types
+import ch4.nvshmem_vs_nccl_benchmark as bench
+right = bench.expected_sum
+bench.expected_sum = lambda numel, world, device: right(numel, world, device) + 1
+if os.environ["RANK"] == "0":
+    bench.json = types.SimpleNamespace(loads=json.loads, dumps=lambda *a, **k: (time.sleep(3), json.dumps(*a, **k))[1])
+sys.exit(bench.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("part", [False, True], ids=["a run", "a driver's part"])
+def test_wrong_sums_are_written_when_the_other_rank_finishes_first(tmp_path, part):
+    # While every rank returned 1 on a wrong sum, the other rank's exit had torchrun stop rank 0 before it wrote
+    # the report (a run) or its part (so the driver wrote no report). A run's report says WRONG and fails; a
+    # part is written and exits 0, and the driver's report fails it.
+    shim = tmp_path / "wrong_sums.py"
+    shim.write_text(WRONG_SUMS)
+    out = tmp_path / "out"
+    where = ["--part", str(tmp_path / "part.json")] if part else ["--output", str(out)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           str(shim), "--sizes", "4K", "--budget", "0.3", *where],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert "WRONG RESULT" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert proc.returncode == (0 if part else 1), proc.stdout[-2000:] + proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "part.json" if part else out / "allreduce.json").read_text())
+    assert [r["verified"] for r in doc["results"]] == [False]
+
+
 def test_two_runs_in_the_same_second_get_a_folder_each(tmp_path):
     import datetime
     sys.path.insert(0, str(ROOT))

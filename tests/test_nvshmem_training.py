@@ -38,15 +38,15 @@ def close(a, b, tol):
     return num / sum(float(y.double().norm() ** 2) for y in b) ** 0.5 <= tol
 
 
-def run_example(tmp_path, name, *extra, late_rank0=False):
-    """Start the example under torchrun (two Gloo processes), rank 0 started 3 s late if `late_rank0`; returns
-    (process, log path, saved path, json path)."""
+def run_example(tmp_path, name, *extra, late_rank0=False, script=ROOT / "ch4" / "nvshmem_training_example.py"):
+    """Start `script` (the example) under torchrun (two Gloo processes), rank 0 started 3 s late if `late_rank0`;
+    returns (process, log path, saved path, json path)."""
     saved, measured = tmp_path / f"{name}.pt", tmp_path / f"{name}.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")  # the Gloo path, even on a GPU machine
     log = tmp_path / f"{name}.log"
     late = [str(ROOT / "tests" / "fixtures" / "late_rank0.py")] if late_rank0 else []
     proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *late,
-                             str(ROOT / "ch4" / "nvshmem_training_example.py"), "--quick", "--steps", "3",
+                             str(script), "--quick", "--steps", "3",
                              "--shard-size", "2", "1", "--save", str(saved), "--json", str(measured), *extra],
                             cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
     return proc, log, saved, measured
@@ -104,6 +104,18 @@ def test_a_shard_size_that_does_not_divide_the_world_stops_before_any_part(tmp_p
     text = log.read_text()
     assert text.count("error: --shard-size 3 does not divide the world size 2") == 1, text   # rank 0 only
     assert "1. data parallel" not in text and not measured.exists(), text             # nothing ran
+
+
+def test_a_failed_check_is_reported_whole_when_the_other_rank_finishes_first(tmp_path):
+    # every check fails and rank 0 saves 3 s late (tests/fixtures/training_fails.py): while every rank returned 1,
+    # the other rank's exit had torchrun stop rank 0 before it wrote --save and --json
+    proc, log, saved, measured = run_example(tmp_path, "fails", script=ROOT / "tests" / "fixtures" / "training_fails.py")
+    assert proc.wait(timeout=300) != 0
+    text = log.read_text()
+    assert "\nFAIL\n" in text and "\nPASS\n" not in text, text[-4000:]
+    report = json.loads(measured.read_text())
+    assert report["verified"] is False and all(not r["verified"] for r in report["pipeline"].values()), report
+    assert set(torch.load(saved)["pipeline"]) == set(report["pipeline"])
 
 
 def test_started_without_torchrun_it_says_how_in_one_line():

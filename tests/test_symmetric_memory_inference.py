@@ -10,6 +10,8 @@ import json
 import multiprocessing as mp
 import os
 import socket
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -127,14 +129,42 @@ def test_tp_breakdown_on_two_gloo_ranks_parts_the_step_into_compute_and_all_redu
     assert "| step_nccl |" in (out / "breakdown.md").read_text()
 
 
-def test_tp_breakdown_that_fails_says_so_in_one_line_and_writes_no_report(tmp_path, monkeypatch):
-    from ch16 import tp_decode_breakdown as tpb
+# ch16/tp_decode_breakdown.py under torchrun with measure() failing: on every rank as a step that differs from
+# step_nccl does (rank 0 raising 3 s after the other rank), or on rank 1 alone while rank 0 waits in a collective.
+FAILING_BREAKDOWN = """
+import os, sys, time
+import ch16.tp_decode_breakdown as tpb
+rank, where = int(os.environ["RANK"]), sys.argv.pop()
 
-    def broken(*args, **kwargs):
-        raise RuntimeError("step_symm differs from step_nccl: relative error 1.0e+00")
-    monkeypatch.setattr(tpb, "measure", broken)   # the forked ranks inherit it
-    out = tmp_path / "breakdown"
-    assert on_ranks(tpb.main, 2, ["--quick", "--device", "cpu", "--output", str(out)]) == [1, 1]
+def measure(*args, **kwargs):
+    if where == "everywhere":
+        time.sleep(3 if rank == 0 else 0)
+        raise tpb.StepsDiffer("step_symm differs from step_nccl: relative error 1.0e+00")
+    if rank == 1:
+        raise MemoryError("rank 1 ran out")
+    time.sleep(120)
+
+tpb.measure = measure
+sys.exit(tpb.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("where", ["everywhere", "rank 1"])
+def test_tp_breakdown_that_fails_says_so_in_one_line_and_writes_no_report(tmp_path, where):
+    """An error every rank raises is printed once, by rank 0, though the other rank is done first (while every rank
+    exited 1, torchrun stopped rank 0 before it printed); an error of rank 1's own, rank 1 prints. Either way
+    torchrun fails at once and no report is written."""
+    from conftest import ROOT
+    shim, out = tmp_path / "failing.py", tmp_path / "breakdown"
+    shim.write_text(FAILING_BREAKDOWN)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           str(shim), "--quick", "--device", "cpu", "--output", str(out), where],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=100)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    want = ("error: StepsDiffer: step_symm differs from step_nccl" if where == "everywhere"
+            else "error: rank 1: MemoryError: rank 1 ran out")
+    assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith(want), proc.stderr[-3000:]
     assert not out.exists()
 
 
