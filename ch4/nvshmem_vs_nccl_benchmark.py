@@ -289,10 +289,20 @@ def size_arg(text: str) -> str:
     return text
 
 
-def positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of processes")
+def process_count(text: str) -> int:
+    if not text.isdigit() or int(text) < 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: an all-reduce needs 2 or more processes")
     return int(text)
+
+
+def cannot_run(nproc: int, local: int) -> str | None:
+    """Why `nproc` processes, `local` of them on this machine, cannot run here; None when they can."""
+    if nproc < 2:
+        return (f"{nproc} process: an all-reduce needs 2 or more processes "
+                "(torchrun --nproc_per_node=2, or --nproc 2 without torchrun)")
+    if torch.cuda.is_available() and torch.cuda.device_count() < local:
+        return f"{local} processes need {local} GPUs, one each; {torch.cuda.device_count()} visible"
+    return None
 
 
 def main(argv=None) -> int:
@@ -305,13 +315,20 @@ def main(argv=None) -> int:
                     f"counted (default {BUDGET_S:g}, {QUICK_BUDGET_S:g} with --quick)")
     ap.add_argument("--quick", action="store_true", help="sizes up to 1 MiB on GPUs, 64 KiB on CPUs")
     ap.add_argument("--output", type=Path, help="folder for allreduce.json and allreduce.png")
-    ap.add_argument("--nproc", type=positive_int, default=2, help="without torchrun: processes to launch (default 2)")
+    ap.add_argument("--nproc", type=process_count, default=2, help="without torchrun: processes to launch (default 2)")
     ap.add_argument("--part", type=Path, help=argparse.SUPPRESS)        # internal: where a part writes its JSON
     ap.add_argument("--symm-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     passthrough = (["--sizes", *args.sizes] if args.sizes else []) + (["--budget", str(args.budget)] if args.budget is not None else []) \
         + (["--quick"] if args.quick else [])
 
+    world = int(os.environ.get("WORLD_SIZE", args.nproc))
+    why = cannot_run(world, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+    if why:                                  # before any process group: rank 0 says why, the others exit 0
+        rank0 = os.environ.get("RANK", "0") == "0"
+        if rank0:
+            print(f"error: {why}", file=sys.stderr)
+        return 2 if rank0 else 0
     if "WORLD_SIZE" not in os.environ:       # the driver: one torchrun per backend
         out = output_folder(args)
         parts = []

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,6 +98,30 @@ def test_wrong_sums_are_written_when_the_other_rank_finishes_first(tmp_path, par
     assert proc.returncode == (0 if part else 1), proc.stdout[-2000:] + proc.stderr[-3000:]
     doc = json.loads((tmp_path / "part.json" if part else out / "allreduce.json").read_text())
     assert [r["verified"] for r in doc["results"]] == [False]
+
+
+def test_one_process_is_one_line_before_any_folder(tmp_path):
+    # an all-reduce over one process exchanges nothing (busbw's 2(n-1)/n is 0), and NVSHMEM's rendezvous raises
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    script, out = str(ROOT / "ch4" / "nvshmem_vs_nccl_benchmark.py"), tmp_path / "out"
+    for cmd in ([sys.executable, script, "--nproc", "1", "--output", str(out)],
+                [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", script,
+                 "--output", str(out)]):
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+        assert proc.returncode != 0 and len(lines) == 1 and "2 or more processes" in lines[0], proc.stderr[-2000:]
+        assert 'nvshmem_vs_nccl_benchmark.py", line' not in proc.stderr and not out.exists(), proc.stderr[-2000:]
+
+
+@pytest.mark.skipif(torch.cuda.device_count() != 1, reason="needs exactly one GPU visible")
+def test_two_processes_on_one_gpu_are_one_line(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           str(ROOT / "ch4" / "nvshmem_vs_nccl_benchmark.py"), "--output", str(tmp_path / "out")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode != 0 and lines == ["error: 2 processes need 2 GPUs, one each; 1 visible"], proc.stderr[-2000:]
+    assert not (tmp_path / "out").exists()
 
 
 def test_two_runs_in_the_same_second_get_a_folder_each(tmp_path):
