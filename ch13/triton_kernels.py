@@ -18,7 +18,7 @@ except ImportError:  # the variants that need Triton declare REQUIRES = ("triton
     TRITON = False
 
 # The autotuner's search space, stated: (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps). Large tiles
-# reuse each loaded element more (per step of K a BM x BN tile loads BM + BN elements and does 2*BM*BN FLOPs:
+# reuse each loaded element more (for each k a BM x BN tile loads BM + BN elements and does 2*BM*BN FLOPs:
 # in bf16 ~85 FLOPs per byte at 128 x 256, 32 at 64 x 64) but hold more accumulator registers and shared
 # memory per stage; small tiles make more programs, which fills 132 SMs at small M, N. Stages pipeline the
 # K loop's loads (cp.async / TMA) behind the MMAs.

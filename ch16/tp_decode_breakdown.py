@@ -277,21 +277,22 @@ def main(argv=None) -> int:
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if rank == 0 else (lambda m: None)
     traces = Path(tempfile.mkdtemp()) if a.profile and rank == 0 else None
-    report = error = None
+    report, error, everywhere = None, None, False
     try:
         report = measure(device, a.quick, a.budget or (QUICK_BUDGET_S if a.quick else BUDGET_S), log, a.profile,
                          traces, a.fused)
-    except Exception as e:  # noqa: BLE001 - one line, after the group is gone; no report
+    except Exception as e:  # noqa: BLE001 - one line, no report
         error, everywhere = f"{type(e).__name__}: {e}", isinstance(e, StepsDiffer)
+        # An error every rank raised is rank 0's to print, and the others exit 0 below: one that exited 1 first
+        # would have torchrun stop rank 0 before it printed. A rank's own error, that rank prints, now: the other
+        # ranks may be waiting in a collective, and then the teardown below may never return.
+        if rank == 0 or not everywhere:
+            print(f"error: {error}" if rank == 0 else f"error: rank {rank}: {error}", file=sys.stderr, flush=True)
     gc.collect()  # first free the CUDA graphs that captured NCCL calls: destroying the group under them hangs
     dist.destroy_process_group()
     if error:
         if traces:
             shutil.rmtree(traces, ignore_errors=True)
-        # An error every rank raised is rank 0's to print, and the others exit 0: one that exited 1 first would
-        # have torchrun stop rank 0 before it printed. A rank's own error, that rank prints.
-        if rank == 0 or not everywhere:
-            print(f"error: {error}" if rank == 0 else f"error: rank {rank}: {error}", file=sys.stderr)
         return 0 if everywhere and rank != 0 else 1
     if rank == 0:
         folder = a.output or new_run_folder("ch16-tp-breakdown")

@@ -296,7 +296,7 @@ def process_count(text: str) -> int:
 
 
 def cannot_run(nproc: int, local: int) -> str | None:
-    """Why `nproc` processes, `local` of them on this machine, cannot run here; None when they can."""
+    """Why `nproc` processes, `local` of them on this machine (0: not known), cannot run here; None when they can."""
     if nproc < 2:
         return (f"{nproc} process: an all-reduce needs 2 or more processes "
                 "(torchrun --nproc_per_node=2, or --nproc 2 without torchrun)")
@@ -322,8 +322,8 @@ def main(argv=None) -> int:
     passthrough = (["--sizes", *args.sizes] if args.sizes else []) + (["--budget", str(args.budget)] if args.budget is not None else []) \
         + (["--quick"] if args.quick else [])
 
-    world = int(os.environ.get("WORLD_SIZE", args.nproc))
-    why = cannot_run(world, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+    world = int(os.environ.get("WORLD_SIZE", args.nproc))   # processes on this machine: all of the driver's
+    why = cannot_run(world, int(os.environ.get("LOCAL_WORLD_SIZE", 0 if "WORLD_SIZE" in os.environ else world)))
     if why:                                  # before any process group: rank 0 says why, the others exit 0
         rank0 = os.environ.get("RANK", "0") == "0"
         if rank0:

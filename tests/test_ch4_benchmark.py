@@ -100,6 +100,16 @@ def test_wrong_sums_are_written_when_the_other_rank_finishes_first(tmp_path, par
     assert [r["verified"] for r in doc["results"]] == [False]
 
 
+def test_a_wrong_row_fails_the_report_that_a_part_passed_on():
+    # a part exits 0 with its wrong rows in it (the test above); the driver's report of them must still fail
+    sys.path.insert(0, str(ROOT))
+    from ch4.nvshmem_vs_nccl_benchmark import exit_status, merge
+    right, wrong = ({"world_size": 2, "results": [{"bytes": 4096, "verified": v}], "symm_unavailable": {}}
+                    for v in (True, False))
+    assert exit_status(merge([right, right])) == 0
+    assert exit_status(merge([right, wrong])) == 1 and exit_status(merge([wrong])) == 1
+
+
 def test_one_process_is_one_line_before_any_folder(tmp_path):
     # an all-reduce over one process exchanges nothing (busbw's 2(n-1)/n is 0), and NVSHMEM's rendezvous raises
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
@@ -120,7 +130,8 @@ def test_two_processes_on_one_gpu_are_one_line(tmp_path):
                            str(ROOT / "ch4" / "nvshmem_vs_nccl_benchmark.py"), "--output", str(tmp_path / "out")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert proc.returncode != 0 and lines == ["error: 2 processes need 2 GPUs, one each; 1 visible"], proc.stderr[-2000:]
+    want = ["error: 2 processes need 2 GPUs, one each; 1 visible"]
+    assert proc.returncode != 0 and lines == want, proc.stderr[-2000:]
     assert not (tmp_path / "out").exists()
 
 

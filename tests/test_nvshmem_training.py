@@ -109,7 +109,8 @@ def test_a_shard_size_that_does_not_divide_the_world_stops_before_any_part(tmp_p
 def test_a_failed_check_is_reported_whole_when_the_other_rank_finishes_first(tmp_path):
     # every check fails and rank 0 saves 3 s late (tests/fixtures/training_fails.py): while every rank returned 1,
     # the other rank's exit had torchrun stop rank 0 before it wrote --save and --json
-    proc, log, saved, measured = run_example(tmp_path, "fails", script=ROOT / "tests" / "fixtures" / "training_fails.py")
+    fixture = ROOT / "tests" / "fixtures" / "training_fails.py"
+    proc, log, saved, measured = run_example(tmp_path, "fails", script=fixture)
     assert proc.wait(timeout=300) != 0
     text = log.read_text()
     assert "\nFAIL\n" in text and "\nPASS\n" not in text, text[-4000:]
