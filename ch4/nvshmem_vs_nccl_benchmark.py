@@ -289,9 +289,9 @@ def size_arg(text: str) -> str:
     return text
 
 
-def process_count(text: str) -> int:
-    if not text.isdigit() or int(text) < 2:
-        raise argparse.ArgumentTypeError(f"{text!r}: an all-reduce needs 2 or more processes")
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of processes")
     return int(text)
 
 
@@ -315,7 +315,7 @@ def main(argv=None) -> int:
                     f"counted (default {BUDGET_S:g}, {QUICK_BUDGET_S:g} with --quick)")
     ap.add_argument("--quick", action="store_true", help="sizes up to 1 MiB on GPUs, 64 KiB on CPUs")
     ap.add_argument("--output", type=Path, help="folder for allreduce.json and allreduce.png")
-    ap.add_argument("--nproc", type=process_count, default=2, help="without torchrun: processes to launch (default 2)")
+    ap.add_argument("--nproc", type=positive_int, default=2, help="without torchrun: processes to launch (default 2)")
     ap.add_argument("--part", type=Path, help=argparse.SUPPRESS)        # internal: where a part writes its JSON
     ap.add_argument("--symm-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
