@@ -41,7 +41,7 @@ int step_malloc(const float* x, float* out, int64_t n, int k, cudaStream_t st) {
     cudaError_t e = cudaMalloc(&tmp, n * sizeof(float));
     if (e != cudaSuccess) return (int)e;
     launch_pair(x, tmp, out, (float)(j + 1), n, st);
-    if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
+    if ((e = cudaGetLastError()) != cudaSuccess) { cudaFree(tmp); return (int)e; }  // the launch's error
     if ((e = cudaFree(tmp)) != cudaSuccess) return (int)e;  // implicit device-wide synchronization
   }
   return 0;
@@ -63,7 +63,7 @@ int step_malloc_async(const float* x, float* out, int64_t n, int k, cudaStream_t
     float* tmp = nullptr;
     if ((e = cudaMallocAsync(&tmp, n * sizeof(float), st)) != cudaSuccess) return (int)e;
     launch_pair(x, tmp, out, (float)(j + 1), n, st);
-    if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
+    if ((e = cudaGetLastError()) != cudaSuccess) { cudaFreeAsync(tmp, st); return (int)e; }
     if ((e = cudaFreeAsync(tmp, st)) != cudaSuccess) return (int)e;  // ordered after the kernels that use it
   }
   return 0;

@@ -16,11 +16,12 @@ llama-1b configuration, bf16, batch 1, context 1024):
    round trips) and the rotary's cat among them; the JSON keeps the 40 longest kernels of each variant;
 3. the logits of one call against the fp32 step (the same weights and cache cast to fp32) and against the
    eager bf16 step (relative error), and whether its greedy token is the fp32 step's (one token: the fp32
-   step's top-two margin is reported beside it).
-Writes DIR/decode_profile.json (after each variant, so a stopped run keeps what it measured),
-DIR/decode_profile.md (the table) and DIR/decode_profile.png (one stacked bar per variant against the floor:
-every weight read once at the measured copy rate). A measurement script, not a pair: the pair's figures
-come from benchmark.py.
+   step's top-two margin is reported beside it). A variant whose logits differ from the eager step's beyond
+   its precision's tolerance (bf16's; fp8's for float8 weights) is reported as failed, with no time.
+A variant that fails makes the exit status 1; the others still run. Writes DIR/decode_profile.json (after
+each variant, so a stopped run keeps what it measured), DIR/decode_profile.md (the table) and
+DIR/decode_profile.png (one stacked bar per variant against the floor: every weight read once at the measured
+copy rate). A measurement script, not a pair: the pair's figures come from benchmark.py.
 """
 from __future__ import annotations
 
@@ -133,13 +134,16 @@ def kernel_times(fn, n=20) -> dict:
                              "count": round(k["count"], 2)} for name, k in top]}
 
 
-def compare(out, ref, truth) -> dict:
-    """out against the eager bf16 step and the fp32 step; greedy tokens where the fp32 margin is clear."""
+def compare(out, ref, truth, precision: str = "bf16") -> dict:
+    """out against the eager bf16 step and the fp32 step; greedy tokens where the fp32 margin is clear. A step
+    whose logits differ from the eager step's beyond `precision`'s tolerance raises: its time is no result."""
     from common.verify import verify_outputs
     o, r, t = (x.float().cpu().reshape(-1) for x in (out, ref, truth))
     top2 = t.topk(2)
     margin = float(top2.values[0] - top2.values[1])
-    vs_eager = verify_outputs([r], [o], "bf16")
+    vs_eager = verify_outputs([r], [o], precision)
+    if not vs_eager.ok:
+        raise ValueError(f"its logits differ from the eager step's beyond {precision}'s tolerance: {vs_eager.message}")
     vs_truth = verify_outputs([t], [o], "bf16")
     return {"rel_vs_eager": vs_eager.rel_err, "rel_vs_fp32": vs_truth.rel_err, "fp32_top2_margin": margin,
             "token": int(o.argmax()), "fp32_token": int(top2.indices[0]),
@@ -275,7 +279,7 @@ def main(argv=None) -> int:
             torch.cuda.synchronize()
             row["prepare_s"] = round(time.perf_counter() - t0, 1)
             reset()
-            row.update(compare(fn().float().cpu(), ref, truth))
+            row.update(compare(fn().float().cpu(), ref, truth, "fp8" if "fp8" in name else "bf16"))
             row["ms"] = per_step_ms(fn)
             row.update(kernel_times(fn))
             row["idle_us"] = max(0.0, row["ms"] * 1e3 - sum(row["class_us"].values()))
@@ -287,7 +291,11 @@ def main(argv=None) -> int:
         (out_dir / "decode_profile.json").write_text(json.dumps(doc, indent=1))   # kept if a later variant hangs
     write_report(doc, out_dir)
     print(f"wrote decode_profile.json, .md and .png in {out_dir}")
-    return 0
+    failed = [name for name, row in doc["variants"].items() if "error" in row]
+    if failed:
+        print(f"error: {len(failed)} variant(s) failed: {'; '.join(failed)} (decode_profile.md says why)",
+              file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from common.results import (BY_DESIGN, by_design_text, entries, host_text, pair_
                             run_label, speedup_text, validate_results, variant_status)
 from common.verdict import recommendations, results_verdicts
 
+BASELINE_MOVED = 1.10        # the baseline's levels beside two variants this far apart (intervals apart): said
 REGRESSION_PCT = 5.0          # a change smaller than this is never called a regression, however tight the intervals
 CEILING_NOISE_PCT = 100 * SLACK   # a share up to this is printed (the ceilings' own noise); above it, none
 _HOW_TO_READ = (
@@ -136,6 +137,25 @@ def _share_cell(v: dict, notes: _Notes) -> str:
     return cell + (notes.mark(v["ceiling_note"]) if v.get("ceiling_note") else "")
 
 
+def baseline_moved(p: dict) -> str | None:
+    """The note for a pair whose baseline ran at levels more than BASELINE_MOVED apart, their intervals apart, in
+    the rounds beside two of its variants (results.json's baseline_in_rounds_ms); None where it held one level.
+
+    Each speedup is the baseline over the variant in the same rounds, which cancels what moves both. What moves
+    only the baseline (a host-bound eager step while the host slows; what a variant leaves behind) makes the
+    speedups of two variants ratios against two different baselines, and their order can differ from their times'."""
+    levels = [(v["name"], v["baseline_in_rounds_ms"]) for v in p.get("variants") or []
+              if v.get("baseline_in_rounds_ms") and v.get("speedup") is not None]
+    if len(levels) < 2:
+        return None
+    (low_name, low), (high_name, high) = min(levels, key=lambda x: x[1][0]), max(levels, key=lambda x: x[1][0])
+    if high[0] < BASELINE_MOVED * low[0] or high[1] <= low[2]:
+        return None
+    return (f"{pair_key(p)}'s baseline took {low[0]:.4g} ms a call in the rounds beside {low_name} and "
+            f"{high[0]:.4g} ms beside {high_name}: each speedup is over the baseline as it ran beside that variant, "
+            f"so compare this pair's variants by their median ms, not their speedups")
+
+
 def _results_table(doc: dict, notes: _Notes) -> list[str]:
     memory = any(v.get("peak_memory_mb") is not None for p in doc["pairs"] for v in entries(p))
     head = "| pair | bound | variant | status | median ms | ± 95% CI | speedup (95% CI) | % of ceiling |"
@@ -143,7 +163,7 @@ def _results_table(doc: dict, notes: _Notes) -> list[str]:
     lines = [head + " peak memory MB |", rule + " ---: |"] if memory else [head, rule]
     blank = " |" * (5 if memory else 4)
     for p in doc["pairs"]:
-        start, base = f"| {pair_key(p)} | {p['bound']} |", p.get("baseline")
+        start, base, moved = f"| {pair_key(p)} | {p['bound']} |", p.get("baseline"), baseline_moved(p)
         if p["status"] == "skipped":
             lines.append(f"{start} – | skipped: {_cell(p.get('error') or p.get('skipped') or '', 90)} |{blank}")
             continue
@@ -152,6 +172,7 @@ def _results_table(doc: dict, notes: _Notes) -> list[str]:
         for v in entries(p):
             name = v["name"] + (" ⚠ escaped stream" if (v.get("wall_check") or {}).get("escaped") else "")
             speedup = "reference" if v is base and variant_status(v)[0] == "ok" else speedup_text(v, base)
+            speedup += notes.mark(moved) if moved and v is not base and speedup != "–" else ""
             row = (f"{start} {name} | {_status_cell(v, base)} | {_fmt(v.get('median_ms'), '.4g')} | {ci_text(v)} | "
                    f"{speedup} | {_share_cell(v, notes)} |")
             lines.append(row + (f" {_fmt(v.get('peak_memory_mb'), '.1f')} |" if memory else ""))

@@ -54,8 +54,8 @@ from common.profiling.capture import count_launches, profile_calls
 from common.results import speedup_interval
 from common.timeline import draw_gantt
 from common.timing import (BUDGET_S, Between, L2Scrubber, Timed, back_to_back, back_to_back_calls, cache_bytes, finish,
-                           gpu_state, max_over_ranks, modes_of_its_own, paired_speedup, returned_bytes, time_rounds,
-                           two_modes)
+                           gpu_state, max_over_ranks, modes_of_its_own, paired_speedup, returned_bytes, round_level_ms,
+                           time_rounds, two_modes)
 from common.verify import (DTYPE_PRECISION, PRECISION_DTYPE, as_tensors, check_inputs_random, looser,
                            responds_to_inputs, snapshot_as_caller, verify_outputs)
 
@@ -513,6 +513,7 @@ def time_with_baseline(ctx: Context, base: "Trial", t: "Trial | None") -> None:
         trial.entry["fed_new_values"] = trial.t.fed_new_values and trial.own.new_every_sample(trial.t.samples)
     if t is not None and t.t is not None and base.alive:
         t.entry["paired"] = paired_speedup(base.timed.round_s[first_round:], entries[1].round_s)
+        t.entry["baseline_in_rounds_ms"] = round_level_ms(base.timed.round_s[first_round:])   # report.baseline_moved
         # against the baseline's samples of the same rounds (beside other variants it was timed in other conditions)
         t.entry["baseline_two_modes"] = two_modes(base.timed.per_call[first_sample:])
         t.entry["two_modes_flag"] = modes_of_its_own(t.t.two_modes, t.entry["baseline_two_modes"])

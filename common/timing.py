@@ -338,6 +338,15 @@ def paired_speedup(base_round_s: list[float], round_s: list[float]) -> tuple[flo
     return statistics.median(ratios), median_interval(ratios)
 
 
+def round_level_ms(round_s: list[float]) -> list[float] | None:
+    """[median, low, high] in ms: the median of these rounds' per-call medians and its 95% interval (None under
+    three rounds). The baseline's level in one variant's rounds, set beside its level in the others' rounds."""
+    if len(round_s) < 3:
+        return None
+    xs = sorted(round_s)
+    return [1e3 * x for x in (statistics.median(xs), *median_interval(xs))]
+
+
 def two_modes(per_call_s: list[float]) -> dict | None:
     """Two well separated levels in one variant's samples, or None. The samples' logarithms are split where the
     two groups' spread is smallest (Otsu's rule); two modes are said only where each group holds at least 10% of

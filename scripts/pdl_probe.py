@@ -7,7 +7,8 @@ For each trial (ch16/pdl_step.py's defaults; the same with programmatic dependen
 attention split counts; the block sizes before c0c3e3c's probe), on decode_graph's workload (llama-1b,
 bf16, batch 1, context 1024): the step captured in a CUDA graph, its logits' relative error against the
 eager step, and ms per step over 200 back-to-back replays. Prints one JSON line per trial (and writes them
-to --out); a trial that fails prints its error and the others still run. BLOCKS in ch16/pdl_step.py came
+to --out); a trial that fails (an error, or logits beyond bf16's tolerance of the eager step's) prints why, the
+others still run, and the exit status is 1. BLOCKS in ch16/pdl_step.py came
 from such a probe on the H100.
 """
 import argparse
@@ -31,6 +32,7 @@ def main(argv=None) -> int:
     from ch16.decode import capture_graph, decode_workload
     from ch16.decode_profile import per_step_ms
     from ch16.pdl_step import BLOCKS, PDLStep
+    from common.verify import verify_outputs
 
     w = decode_workload(0, "cuda", False, batch=1, context=1024)
     k0, v0 = w.inputs["k_cache"].clone(), w.inputs["v_cache"].clone()
@@ -50,16 +52,20 @@ def main(argv=None) -> int:
                            w.inputs["input_pos"], pdl=pdl, blocks=blocks, splits=splits)
             fn = capture_graph(step)
             reset()
-            out = fn().float()
-            row = {"trial": name, "ms": round(per_step_ms(fn), 4),
-                   "rel_err": float((out - ref).norm() / ref.norm())}
+            check = verify_outputs([ref], [fn().float()], "bf16")
+            if not check.ok:   # a wrong step's time is no result
+                raise ValueError(f"its logits differ from the eager step's: {check.message}")
+            row = {"trial": name, "ms": round(per_step_ms(fn), 4), "rel_err": check.rel_err}
         except Exception as exc:   # one trial's failure is reported, the others still run
             row = {"trial": name, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
         lines.append(json.dumps(row))
         print(lines[-1], flush=True)
     if a.out:
         Path(a.out).write_text("\n".join(lines) + "\n")
-    return 0
+    failed = [json.loads(line)["trial"] for line in lines if "error" in json.loads(line)]
+    if failed:
+        print(f"error: {len(failed)} trial(s) failed: {'; '.join(failed)} (each line says why)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -446,6 +446,39 @@ def test_decode_profile_redraws_its_table_and_says_when_it_needs_a_gpu(tmp_path)
         assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "needs a CUDA GPU" in proc.stderr
 
 
+def test_decode_profile_fails_a_step_whose_logits_differ_and_accepts_float8s_own_error():
+    """A step's logits against the eager step's, at the variant's precision: a 3% error is a float8 step's (its
+    tolerance 0.15) and a wrong bf16 step (0.01); a wrong step raises, so it gets no time and fails the run."""
+    from ch16 import decode_profile as dp
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(1, 32000, generator=g)
+    off = ref + 0.03 * ref.norm() / ref.numel() ** 0.5 * torch.randn(1, 32000, generator=g)
+    assert dp.compare(ref.clone(), ref, ref)["rel_vs_eager"] == 0
+    assert 0.02 < dp.compare(off, ref, ref, "fp8")["rel_vs_eager"] < 0.04
+    with pytest.raises(ValueError, match="beyond bf16's tolerance"):
+        dp.compare(off, ref, ref)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_decode_profile_exits_1_when_a_variant_computes_a_wrong_step(tmp_path, monkeypatch, capsys):
+    """On the GPU, the script end to end with its graph variant made wrong (every logit 5% high): that variant is
+    failed in the table, the eager one is measured, and the exit status is 1."""
+    from ch16 import decode_profile as dp
+    real = dp.candidates
+
+    def with_a_wrong_graph():
+        table = real()
+        graph = table["graph"]
+        table["graph"] = lambda w: (lambda f: lambda: f() * 1.05)(graph(w))
+        return table
+    monkeypatch.setattr(dp, "candidates", with_a_wrong_graph)
+    assert dp.main(["--variants", "eager", "graph", "--out", str(tmp_path)]) == 1
+    assert "1 variant(s) failed: graph" in capsys.readouterr().err
+    doc = json.loads((tmp_path / "decode_profile.json").read_text())
+    assert "error" not in doc["variants"]["eager"] and doc["variants"]["eager"]["ms"] > 0
+    assert "beyond bf16's tolerance" in doc["variants"]["graph"]["error"]
+
+
 def test_the_cache_write_under_torch_compile_matches_the_eager_write():
     """KVCache.write takes another path under torch.compile (one index_put_ on the whole cache, which Inductor
     keeps in place) than eager (index_copy_ on the layer's view): the same step must leave the same cache

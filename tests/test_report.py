@@ -108,3 +108,17 @@ def test_the_details_table_prints_each_tolerance_as_given():
         tol = TOLERANCE[precision][0]
         text = _verification_text({"verification": {"rel_err": tol / 3, "tolerance": tol}})
         assert float(text.split("≤ ")[1].rstrip(")")) == tol, (precision, text)
+
+
+def test_a_baseline_is_said_to_move_only_where_its_levels_are_far_apart_and_their_intervals_too():
+    from common.report import baseline_moved
+    def pair(*levels):
+        d = doc()["pairs"][0]
+        d["variants"] = [{**d["variants"][0], "name": f"optimized_{i}", "baseline_in_rounds_ms": level}
+                         for i, level in enumerate(levels)]
+        return d
+    assert "13 ms" in baseline_moved(pair([13, 12.9, 13.1], [29.7, 29, 30])) and "29.7 ms" in \
+        baseline_moved(pair([13, 12.9, 13.1], [29.7, 29, 30], [20, 19, 21]))
+    assert baseline_moved(pair([13, 12.9, 13.1], [14, 13.9, 14.1])) is None      # 8% apart: within what rounds vary
+    assert baseline_moved(pair([13, 11, 16], [15, 13, 17])) is None              # 15% apart, intervals overlap
+    assert baseline_moved(pair([13, 12.9, 13.1])) is None                        # one variant: nothing to set beside

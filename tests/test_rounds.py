@@ -217,3 +217,29 @@ def test_a_host_output_copied_back_without_blocking_is_kept_once_the_stream_has_
     assert seen and all(seen)
     # a round that copied a host output on the host gives no wall-over-span ratio to the escaped-work check
     assert len(entry.wall_ratios) == len(entry.round_s) - len(seen)
+
+
+@pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+def test_a_baseline_that_moves_between_its_variants_rounds_is_said_and_a_steady_one_is_not(run_bench, tmp_path,
+                                                                                            device):
+    """ch86: two pairs alike but for one thing. In `moved`, the second variant leaves the baseline twice as slow
+    (4 ms a call, then 8); each variant waits 2 ms. Each speedup is right for its own rounds (about 2x, then 4x),
+    and the report must say they are ratios over two different baselines. In `steady` nothing is left behind.
+    On a GPU the waits fall between CUDA events on an idle stream, so the events time them too."""
+    proc = run_bench("--root", str(FIXTURES), "--chapter", "86", "--device", device, "--budget", "1",
+                     "--output", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    pairs = {p["name"]: p for p in json.loads((tmp_path / "results.json").read_text())["pairs"]}
+    first, second = pairs["moved"]["variants"]
+    assert first["verified"] and second["verified"]
+    assert 3.8 < first["baseline_in_rounds_ms"][0] < 6 and 7.8 < second["baseline_in_rounds_ms"][0] < 11, \
+        (first["baseline_in_rounds_ms"], second["baseline_in_rounds_ms"])
+    assert second["speedup"] > 1.5 * first["speedup"], (first["speedup"], second["speedup"])
+    summary = (tmp_path / "summary.md").read_text()
+    notes = [line for line in summary.splitlines() if "'s baseline took" in line]
+    assert len(notes) == 1 and notes[0].startswith("- [") and "ch86/moved's baseline" in notes[0], notes
+    marker = notes[0][len("- ["):notes[0].index("]")]
+    rows = [line for line in summary.splitlines() if line.startswith("| ch86/moved | memory | optimized_")]
+    assert len(rows) == 2 and all(f"[{marker}]" in r.split("|")[7] for r in rows), rows
+    steady = [line for line in summary.splitlines() if line.startswith("| ch86/steady | memory | ")]
+    assert len(steady) == 3 and not any("[" in r.split("|")[7] for r in steady), steady
