@@ -37,6 +37,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -305,6 +306,21 @@ def cannot_run(nproc: int, local: int) -> str | None:
     return None
 
 
+def unwritable(out: Path | None) -> str | None:
+    """Why --output cannot take the report, or None (the folder is then created): checked before any process
+    runs, so a bad folder does not cost the whole sweep."""
+    if out is None:
+        return None
+    if out.exists() and not out.is_dir():
+        return f"--output {out}: exists and is not a folder; give a folder for allreduce.json and allreduce.png"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as e:
+        return f"cannot write into --output {out}: {e.strerror or e}; choose another folder"
+    return None
+
+
 def main(argv=None) -> int:
     ap = ArgParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", choices=["default", "CUDA", "NVSHMEM"],
@@ -324,6 +340,7 @@ def main(argv=None) -> int:
 
     world = int(os.environ.get("WORLD_SIZE", args.nproc))   # processes on this machine: all of the driver's
     why = cannot_run(world, int(os.environ.get("LOCAL_WORLD_SIZE", 0 if "WORLD_SIZE" in os.environ else world)))
+    why = why or unwritable(args.output)
     if why:                                  # before any process group: rank 0 says why, the others exit 0
         rank0 = os.environ.get("RANK", "0") == "0"
         if rank0:

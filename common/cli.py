@@ -15,6 +15,7 @@ import dataclasses
 import datetime as dt
 import itertools
 import json
+import math
 import os
 import re
 import signal
@@ -57,8 +58,19 @@ Examples
 Reports of your runs go to profiles/runs/<date>-<device>/, which git ignores; the
 committed reports quoted in the READMEs live under profiles/<gpu>/.
 Exit status: 0 all verified, 1 something failed or is SUSPECT (the report says what), 2 bad input,
-130 interrupted (Ctrl-C; the pairs that finished are written, marked interrupted).
+130 interrupted (Ctrl-C; the pairs that finished are written, marked interrupted), 143 the same on SIGTERM.
 """
+
+def seconds(text: str) -> float:
+    """--budget and --timeout: a positive, finite number of seconds (nan, 0 and -1 ran, or failed every pair)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 < value < math.inf):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds, e.g. 5")
+    return value
+
 
 # benchmark.py's options that make no sense for one pair file
 NOT_FOR_A_PAIR_FILE = ("--chapter", "--pair", "--list", "--compare", "--peaks", "--no-report", "--root")
@@ -103,9 +115,9 @@ def build_parser(pair_file: Path | None = None) -> argparse.ArgumentParser:
                     f"s timing budget per variant, e.g. --quick")
     ap.add_argument("--device", choices=("cuda", "cpu"),
                     help="default: cuda when a GPU is visible, else cpu, e.g. --device cpu to try the CPU paths")
-    ap.add_argument("--budget", type=float, metavar="S", help=f"timing budget per variant in seconds (default "
+    ap.add_argument("--budget", type=seconds, metavar="S", help=f"timing budget per variant in seconds (default "
                     f"{BUDGET_S:g}, --quick {QUICK_BUDGET_S}), e.g. --budget 5")
-    ap.add_argument("--timeout", type=float, default=600, metavar="S", help="stop a pair's process S seconds after "
+    ap.add_argument("--timeout", type=seconds, default=600, metavar="S", help="stop a pair's process S seconds after "
                     "it has loaded the pair (its start and the torch import are not counted) and record it as failed, "
                     "keeping the variants it finished (default 600), e.g. --timeout 120")
     ap.add_argument("--sizes", type=int, nargs="+", metavar="N", help="run each pair that takes a size once per size, "
@@ -131,8 +143,9 @@ def build_parser(pair_file: Path | None = None) -> argparse.ArgumentParser:
                     "its runs': host-bound pairs move more between runs than within one); exit 1 on regressions, e.g. "
                     "--compare profiles/a/results.json profiles/b/results.json, or --compare before/ after/")
     ap.add_argument("--root", type=Path, default=REPO_ROOT, help=argparse.SUPPRESS)  # chapters elsewhere (tests)
-    ap.add_argument("--no-report", action="store_true", help="print the comparison only; write no files (what "
-                    "running a pair file does), e.g. --no-report --pair batched_gemm")
+    ap.add_argument("--no-report", action="store_true", help="print the comparison only; write no report (what "
+                    "running a pair file does; a first run still caches the ceilings in profiles/peaks/), "
+                    "e.g. --no-report --pair batched_gemm")
     return ap
 
 

@@ -141,9 +141,11 @@ def baseline_moved(p: dict) -> str | None:
     """The note for a pair whose baseline ran at levels more than BASELINE_MOVED apart, their intervals apart, in
     the rounds beside two of its variants (results.json's baseline_in_rounds_ms); None where it held one level.
 
-    Each speedup is the baseline over the variant in the same rounds, which cancels what moves both. What moves
-    only the baseline (a host-bound eager step while the host slows; what a variant leaves behind) makes the
-    speedups of two variants ratios against two different baselines, and their order can differ from their times'."""
+    Each speedup is the baseline over the variant in the same rounds, which cancels what moves both (then the
+    speedups rank the variants and their medians, taken at different moments, may not). What moves only the
+    baseline (a host-bound eager step while the host slows; what a variant leaves behind) makes two variants'
+    speedups ratios over two different baselines, and their order can differ from their times'. The report cannot
+    tell the two apart from the baseline alone, so the note names both readings."""
     levels = [(v["name"], v["baseline_in_rounds_ms"]) for v in p.get("variants") or []
               if v.get("baseline_in_rounds_ms") and v.get("speedup") is not None]
     if len(levels) < 2:
@@ -152,8 +154,9 @@ def baseline_moved(p: dict) -> str | None:
     if high[0] < BASELINE_MOVED * low[0] or high[1] <= low[2]:
         return None
     return (f"{pair_key(p)}'s baseline took {low[0]:.4g} ms a call in the rounds beside {low_name} and "
-            f"{high[0]:.4g} ms beside {high_name}: each speedup is over the baseline as it ran beside that variant, "
-            f"so compare this pair's variants by their median ms, not their speedups")
+            f"{high[0]:.4g} ms beside {high_name}: each speedup is over the baseline as it ran in that variant's "
+            f"rounds, not over one baseline. Where only the baseline's time moved (a host-bound step), rank the "
+            f"variants by their median ms; where theirs moved with it (the GPU's clock), by their speedups")
 
 
 def _results_table(doc: dict, notes: _Notes) -> list[str]:

@@ -396,3 +396,16 @@ def test_a_pair_needing_more_gpus_than_visible_is_one_line_from_the_gpu_count_th
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     assert main(["--pair", "ch4/small_allreduce", "--device", "cuda", "--no-report"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == "error: ch4/small_allreduce needs 2 GPUs; 1 visible"
+
+
+@pytest.mark.parametrize("option, value", [("--budget", "nan"), ("--budget", "0"), ("--budget", "-1"),
+                                           ("--timeout", "-1"), ("--timeout", "0"), ("--timeout", "inf"),
+                                           ("--budget", "five")])
+def test_a_budget_or_timeout_that_is_not_a_positive_number_of_seconds_is_one_line_and_exit_2(run_bench, tmp_path,
+                                                                                             option, value):
+    # nan failed every pair with a TypeError, a timeout of 0 or -1 failed them as timed out, a budget of 0 or -1 ran
+    out = tmp_path / "run"
+    proc = run_bench("--pair", "batched_gemm", "--quick", "--device", "cpu", option, value, "--output", str(out))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "give a positive number of seconds" in lines[0], proc.stderr
+    assert option in lines[0] and not out.exists()

@@ -123,6 +123,22 @@ def test_one_process_is_one_line_before_any_folder(tmp_path):
         assert 'nvshmem_vs_nccl_benchmark.py", line' not in proc.stderr and not out.exists(), proc.stderr[-2000:]
 
 
+def test_an_output_that_is_a_file_is_one_line_before_any_process(tmp_path):
+    # it was checked when rank 0 wrote the report: the whole sweep ran, then rank 0 crashed on mkdir
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    script, taken = str(ROOT / "ch4" / "nvshmem_vs_nccl_benchmark.py"), tmp_path / "a_file"
+    taken.write_text("not a folder")
+    for cmd in ([sys.executable, script, "--nproc", "2", "--quick", "--output", str(taken)],
+                [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", script,
+                 "--quick", "--output", str(taken)]):
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+        assert proc.returncode != 0 and len(lines) == 1 and "is not a folder" in lines[0], proc.stderr[-2000:]
+        # torchrun prints its own traceback around a rank's exit 2; none may come from the script
+        assert 'nvshmem_vs_nccl_benchmark.py", line' not in proc.stderr and "writing into" not in proc.stdout
+        assert taken.read_text() == "not a folder"
+
+
 @pytest.mark.skipif(torch.cuda.device_count() != 1, reason="needs exactly one GPU visible")
 def test_two_processes_on_one_gpu_are_one_line(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
