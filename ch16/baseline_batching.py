@@ -10,6 +10,10 @@ generate exactly the same tokens. Items: generated tokens (tokens/s is the throu
 The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
 the pair runs and verifies, and their times are not results.
 
+Prepared once: the model, the trace's lengths (declared once: a scheduler must know them to be the same
+workload) and, in prepare(), the Engine's KV slabs and its CUDA graphs. Per call: the prompts, read in place,
+and the whole burst served from empty slots, prefill and decode.
+
 Bound: memory per decode iteration, in principle (the weights, read once for all 8 slots: an 8-slot step
 ≈ 1.574 GB, the bytes the pair counts per iteration, ≈ 0.52 ms at 3008 GB/s, + the slots' KV; the sweep's
 iterations take several times that, not yet taken apart). Static batching waits for each batch's longest output (the

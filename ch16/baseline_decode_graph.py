@@ -1,9 +1,13 @@
 """One decode step at batch 1, eager: the static-cache step as model code runs it, kernel by kernel.
 
 Workload: the ~1B model (bf16, 16 layers) on a GPU, one request 1024 tokens in, cache of 1088.
-On a CPU (and --quick): the small model, fp32, context 256 (quick 64).
+On a CPU: the small model, fp32, context 256 (quick 64); --quick on a GPU: the small model in bf16.
 The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
 the pair runs and verifies, and their times are not results.
+
+Prepared once: the model. Per call: a request, one of the harness's value sets: its token, its position and its
+cache, prefilled with its prefix in workload() (untimed: a server's prefill is a step of its own). The step writes
+the token's position of the cache (declared updated).
 
 Bound: memory, in principle: at batch 1 every weight is read once per token, 1.608 GB with the KV as the
 workload counts it, 0.534 ms at the H100's measured 3008 GB/s copy rate; that floor is this pair's

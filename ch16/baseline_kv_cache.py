@@ -2,9 +2,15 @@
 
 Workload: the ~1B model (bf16) on a GPU, 4 requests 1024 tokens in, one decode step: the token fed
 this step is appended to the prefix and the model runs over all 1025 positions to get the last
-one's logits. On a CPU (and --quick): the small model, fp32, 2 requests 256 (quick 64) tokens in.
+one's logits. On a CPU: the small model, fp32, 2 requests 256 (quick 64) tokens in; --quick on a GPU:
+the small model in bf16.
 The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
 the pair runs and verifies, and their times are not results.
+
+Prepared once: the model. Per call: a request, as in decode_graph: its prefix, its token and its cache,
+prefilled with the prefix in workload() (untimed). This baseline reads no cache and runs the model over the
+prefix and the token, all 1025 positions; the cached variants run one step over the cache, as a server that
+kept it would, and write the token's position (declared updated).
 
 Bound: compute, at this size, though the pair is measured against the memory floor of the step it
 should be. Napkin math (H100): 4 x 1025 tokens x 2 x 0.79 GFLOP ≈ 6.5 TFLOP per step ≈ 9 ms at

@@ -1,9 +1,9 @@
 """A decode step for a batch of requests of different lengths, KV cache allocated contiguously at max length.
 
 Workload: the ~1B model (bf16) on a GPU, 32 requests whose context lengths are drawn log-normal
-(median 1024, σ 0.6, clipped to 64-4000) from the seed, max length 4096; on a CPU (and --quick) the
-small model, fp32, 4 requests of 8-120 tokens, max length 128. One new token per request, each at its
-own position; the call returns the logits (32, vocab). The requests' KV (prefilled from seeded
+(median 1024, σ 0.6, clipped to 64-4000) from the seed, max length 4096; on a CPU the small model,
+fp32 (bf16 with --quick on a GPU), 4 requests of 8-120 tokens, max length 128. One new token per
+request, each at its own position; the call returns the logits (32, vocab). The requests' KV (prefilled from seeded
 prompts) is prepared once; each variant lays it out its own way in prepare().
 The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
 the pair runs and verifies, and their times are not results.

@@ -1,12 +1,16 @@
 """The target alone, greedy: 64 new tokens one step at a time, each step a CUDA graph (on a GPU).
 
 Workload: the ~1B target (bf16) on a GPU, one request with a 128-token prompt, 64 new tokens; on a CPU
-(and --quick) the small model, fp32, 32 (quick 16) prompt tokens, 16 (quick 8) new. The call returns
+the small model, fp32 (bf16 with --quick on a GPU), 32 (quick 16) prompt tokens, 16 (quick 8) new. The call returns
 the target's logits at every generated position (1, n_new, vocab). The target's layers past the
 first `depth` are scaled (speculative.py) so that the optimized variant's early-exit draft has a
 stated acceptance rate; `python ch16/speculative_sweep.py` sweeps it and k.
 The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
 the pair runs and verifies, and their times are not results.
+
+Prepared once: the target and its draft (the first `depth` layers). Per call: a prompt and both caches,
+prefilled with its first L-1 tokens in workload() (untimed: a prefill both sides would pay alike); every new
+token is generated from the prompt's last one, writing both caches from there (declared updated).
 
 Bound: memory. Napkin math (H100): each token reads the 1.574 GB of weights once (the embedding: one row)
 and the counted KV, 192 x 32 KiB: 1.580 GB ≈ 0.525 ms at 3008 GB/s, so 64 tokens ≥ 33.6 ms alone. The pair's

@@ -6,11 +6,15 @@ partial outputs are summed with one all-reduce: 2 x 16 = 32 all-reduces of 4 KiB
 2048, bf16) per token. On a GPU the step (all-reduces included) is captured in a CUDA graph, so what
 differs between the variants is the all-reduce itself, not launch overhead.
 
-Workload: the ~1B model (bf16) on 2 GPUs, one request 1024 tokens in; on CPUs (and --quick) the small
-model, fp32, context 64. Weights are drawn on the CPU from the seed (the same on every rank and in the
-single-process reference), then each rank keeps its shard.
+Workload: the ~1B model (bf16) on 2 GPUs, one request 1024 tokens in; on CPUs the
+small model, fp32, context 64 (with --quick on GPUs, the same in bf16). Weights are drawn on the CPU
+from the seed (the same on every rank and in the single-process reference), then each rank keeps its shard.
 The GPU size (without --quick) is the chapter's result; the CPU and --quick sizes only check that
 the pair runs and verifies, and their times are not results.
+
+Prepared once: each rank's shard of the weights and, in prepare(), the step's CUDA graph. Per call: the token,
+its position and this rank's half of the cache, prefilled in workload() (untimed); one step, its all-reduces
+included, writes the token's position (declared updated).
 
 Bound: memory per rank, plus the all-reduces' latency. Napkin math (H200): each rank reads 0.87 GB a
 token (half the layers, the whole output head, half the KV), 0.205 ms at the measured 4255 GB/s; 32

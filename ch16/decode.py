@@ -2,7 +2,8 @@
 
 The model is built once per process from a fixed seed (it is what the server serves; prepared once);
 the request (its prefix, the token it feeds next) is drawn from the workload's seed. On a GPU the
-model is the ~1B configuration in bf16; on a CPU, and in a quick run, the small one in fp32.
+model is the ~1B configuration in bf16; on a CPU the small one in fp32, and in a quick run on a GPU
+the small one in bf16.
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The decode step as six Triton kernels per layer, chained by programmatic dependent launch (PDL).
 
-decode_graph's PDL variant is built here. At batch 1 a decode step is a chain of ~100 short kernels, each
-waiting for the one before: the compiled step's profile (ch16/decode_profile.py) shows its matrix-vector
-products at 74% of the copy rate, because every kernel ramps up from an idle GPU and drains to one, and a
-third of the step in ~150 small kernels between them. Two ideas close that gap:
+decode_graph's PDL variant is built here. At batch 1 a decode step is a chain of short kernels, each waiting
+for the one before: the compiled, fused step runs 211 a token, and its profile (ch16/decode_profile.py) shows its
+65 matrix-vector products at 74% of the copy rate, because every kernel ramps up from an idle GPU and drains to
+one, and a third of the step in the ~145 small kernels between them. Two ideas close that gap:
 - Fewer kernels: per layer, (1) RMSNorm + the fused QKV product + rotary + the K/V cache write, (2) attention
   split over the cache (flash-decoding), (3) the merge of its partial softmaxes, (4) the output projection
   + the residual add, (5) RMSNorm + the fused gate/up product + SiLU(gate) * up, (6) the down projection +

@@ -20,7 +20,6 @@ def test_weights_are_a_function_of_the_seed(model):
     again, other = build_model("small", seed=3), build_model("small", seed=4)
     assert torch.equal(model.layers[1].attention.wq.weight, again.layers[1].attention.wq.weight)
     assert not torch.equal(model.layers[1].attention.wq.weight, other.layers[1].attention.wq.weight)
-    assert CONFIGS["llama-1b"].n_params() == pytest.approx(0.85e9, rel=0.01)
 
 
 def test_cached_decode_matches_recomputing_the_prefix(model):
@@ -596,3 +595,11 @@ def test_the_step_bytes_are_the_workloads_and_float8_halves_the_weights():
     assert bf16 == step_work(m, 1, 101)[1]
     kv = 101 * m.cfg.kv_bytes_per_token(torch.bfloat16)
     assert 0.5 < (fp8 - kv) / (bf16 - kv) < 0.56    # 1 byte a weight, plus a 4-byte scale per row
+    # the float8 variant's own bytes, on the pair's bf16 workload, inside the window the harness honours
+    # (Trial.own_work: from the workload's bytes at fp8's width over bf16's, half, up to the workload's)
+    from ch16 import optimized_decode_graph_pdl_fp8 as v
+    from ch16.decode import decode_workload
+    w = decode_workload(0, "cpu", True, batch=1, context=100)
+    w.inputs["model"] = m
+    w = __import__("dataclasses").replace(w, bytes_moved=step_work(m, 1, 101)[1])   # the bf16 model's, as on a GPU
+    assert 0.5 * w.bytes_moved <= v.bytes_moved(w) <= w.bytes_moved
