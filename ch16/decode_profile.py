@@ -134,6 +134,11 @@ def kernel_times(fn, n=20) -> dict:
                              "count": round(k["count"], 2)} for name, k in top]}
 
 
+def precision_of(prepare) -> str:
+    """The precision a step is verified at: its pair file's PRECISION (the float8 variant's "fp8"), else bf16."""
+    return getattr(sys.modules.get(getattr(prepare, "__module__", "")), "PRECISION", "bf16")
+
+
 def compare(out, ref, truth, precision: str = "bf16") -> dict:
     """out against the eager bf16 step and the fp32 step; greedy tokens where the fp32 margin is clear. A step
     whose logits differ from the eager step's beyond `precision`'s tolerance raises: its time is no result."""
@@ -279,7 +284,7 @@ def main(argv=None) -> int:
             torch.cuda.synchronize()
             row["prepare_s"] = round(time.perf_counter() - t0, 1)
             reset()
-            row.update(compare(fn().float().cpu(), ref, truth, "fp8" if "fp8" in name else "bf16"))
+            row.update(compare(fn().float().cpu(), ref, truth, precision_of(table[name])))
             row["ms"] = per_step_ms(fn)
             row.update(kernel_times(fn))
             row["idle_us"] = max(0.0, row["ms"] * 1e3 - sum(row["class_us"].values()))

@@ -148,11 +148,11 @@ def baseline_moved(p: dict) -> str | None:
     tell the two apart from the baseline alone, so the note names both readings."""
     levels = [(v["name"], v["baseline_in_rounds_ms"]) for v in p.get("variants") or []
               if v.get("baseline_in_rounds_ms") and v.get("speedup") is not None]
-    if len(levels) < 2:
+    apart = [(b[1][0] / a[1][0], a, b) for a in levels for b in levels   # every two, not only the extremes: a
+             if b[1][0] >= BASELINE_MOVED * a[1][0] and b[1][1] > a[1][2]]  # third level's wide interval hides none
+    if not apart:
         return None
-    (low_name, low), (high_name, high) = min(levels, key=lambda x: x[1][0]), max(levels, key=lambda x: x[1][0])
-    if high[0] < BASELINE_MOVED * low[0] or high[1] <= low[2]:
-        return None
+    _, (low_name, low), (high_name, high) = max(apart, key=lambda x: x[0])
     return (f"{pair_key(p)}'s baseline took {low[0]:.4g} ms a call in the rounds beside {low_name} and "
             f"{high[0]:.4g} ms beside {high_name}: each speedup is over the baseline as it ran in that variant's "
             f"rounds, not over one baseline. Where only the baseline's time moved (a host-bound step), rank the "

@@ -122,3 +122,8 @@ def test_a_baseline_is_said_to_move_only_where_its_levels_are_far_apart_and_thei
     assert baseline_moved(pair([13, 12.9, 13.1], [14, 13.9, 14.1])) is None      # 8% apart: within what rounds vary
     assert baseline_moved(pair([13, 11, 16], [15, 13, 17])) is None              # 15% apart, intervals overlap
     assert baseline_moved(pair([13, 12.9, 13.1])) is None                        # one variant: nothing to set beside
+    # a third level with a wide interval between the two hides nothing; a failed variant (no speedup) counts not
+    assert "11.5 ms" in baseline_moved(pair([10, 9.9, 10.1], [11.5, 11.4, 11.6], [12, 10, 14]))
+    failed = pair([10, 9.9, 10.1], [20, 19.9, 20.1])
+    failed["variants"][1]["speedup"] = None
+    assert baseline_moved(failed) is None
