@@ -361,6 +361,11 @@ def _main(argv: list[str], pair_file: Path | None) -> int:
         return parsed
     args, command = parsed
     if args.compare:
+        ignored = [name for name, given in (("--chapter", args.chapter), ("--pair", args.pair), ("--list", args.list),
+                                            ("--peaks", args.peaks), ("--sizes", args.sizes), ("--dtypes", args.dtypes),
+                                            ("--output", args.output), ("--profile", args.profile)) if given]
+        if ignored:   # they were ignored without a word: --compare --pair x printed every pair's rows
+            return fail(f"--compare reads two runs and runs nothing, so it takes no {', '.join(ignored)}")
         return compare(args.compare)
     if args.profile and args.no_report:
         return fail(f"--profile {args.profile} writes its traces next to the report; drop --no-report")

@@ -409,3 +409,12 @@ def test_a_budget_or_timeout_that_is_not_a_positive_number_of_seconds_is_one_lin
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "give a positive number of seconds" in lines[0], proc.stderr
     assert option in lines[0] and not out.exists()
+
+
+def test_compare_refuses_the_options_it_would_ignore(run_bench, tmp_path):
+    # --compare OLD NEW --pair coalescing printed every pair's rows, the --pair ignored without a word
+    run = tmp_path / "run.json"
+    proc = run_bench("--compare", str(run), str(run), "--pair", "coalescing", "--chapter", "1")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "--compare reads two runs and runs nothing, so it takes no --chapter, --pair" in lines[0], lines
