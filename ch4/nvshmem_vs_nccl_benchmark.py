@@ -37,7 +37,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -50,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from common.cli import ArgParser  # noqa: E402  (one error line and exit 2 for a bad command line)
+from common.cli import ArgParser, prepare_output  # noqa: E402  (one error line and exit 2 for a bad command line)
 from common.files import new_run_folder  # noqa: E402
 from common.timing import BUDGET_S, QUICK_BUDGET_S, max_over_ranks, time_call  # noqa: E402
 
@@ -306,21 +305,6 @@ def cannot_run(nproc: int, local: int) -> str | None:
     return None
 
 
-def unwritable(out: Path | None) -> str | None:
-    """Why --output cannot take the report, or None (the folder is then created): checked before any process
-    runs, so a bad folder does not cost the whole sweep."""
-    if out is None:
-        return None
-    if out.exists() and not out.is_dir():
-        return f"--output {out}: exists and is not a folder; give a folder for allreduce.json and allreduce.png"
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=out).close()
-    except OSError as e:
-        return f"cannot write into --output {out}: {e.strerror or e}; choose another folder"
-    return None
-
-
 def main(argv=None) -> int:
     ap = ArgParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", choices=["default", "CUDA", "NVSHMEM"],
@@ -340,7 +324,9 @@ def main(argv=None) -> int:
 
     world = int(os.environ.get("WORLD_SIZE", args.nproc))   # processes on this machine: all of the driver's
     why = cannot_run(world, int(os.environ.get("LOCAL_WORLD_SIZE", 0 if "WORLD_SIZE" in os.environ else world)))
-    why = why or unwritable(args.output)
+    # --output checked (and created) before any process runs, so a bad folder does not cost the whole sweep; the
+    # folder is the caller's to reuse, so an earlier allreduce.json in it is no reason to refuse
+    why = why or (prepare_output(args.output, report=None) if args.output else None)
     if why:                                  # before any process group: rank 0 says why, the others exit 0
         rank0 = os.environ.get("RANK", "0") == "0"
         if rank0:

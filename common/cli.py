@@ -203,14 +203,15 @@ def default_report_dir(label: str, now: dt.datetime | None = None) -> Path:
     return new_run_folder(_slug(label), runs=RUNS_DIR, now=now)
 
 
-def prepare_output(outdir: Path) -> str | None:
+def prepare_output(outdir: Path, report: str | None = "results.json") -> str | None:
     """Create the report folder and prove it writable, before any pair runs; the complaint, or None. A folder
-    that holds a report already is refused: the new report would be mixed with the old one's files."""
+    that holds a report already (`report`; None: a script whose folder is the caller's to reuse) is refused: the
+    new report would be mixed with the old one's files."""
     outdir = Path(outdir)
     if outdir.exists() and not outdir.is_dir():
         return f"--output {outdir}: exists and is not a folder; give a folder for the report"
     try:
-        if (outdir / "results.json").exists():  # its traces and figures would stay beside the new run's report
+        if report and (outdir / report).exists():  # its traces and figures would stay beside the new run's report
             return f"--output {outdir}: already holds a report (results.json); give a new folder, or remove that one"
         outdir.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=outdir).close()

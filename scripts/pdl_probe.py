@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     before = {"qkv": (4, 4), "wo": (4, 4), "w13": (4, 4), "w2": (2, 8), "head": (4, 4)}   # at c0c3e3c
     trials = [("default", BLOCKS, True, 32), ("default, PDL off", BLOCKS, False, 32), ("splits 16", BLOCKS, True, 16),
               ("splits 64", BLOCKS, True, 64), ("c0c3e3c blocks", before, True, 32)]
-    lines = []
+    rows = []
     for name, blocks, pdl, splits in trials:
         try:
             reset()
@@ -58,11 +58,11 @@ def main(argv=None) -> int:
             row = {"trial": name, "ms": round(per_step_ms(fn), 4), "rel_err": check.rel_err}
         except Exception as exc:   # one trial's failure is reported, the others still run
             row = {"trial": name, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-        lines.append(json.dumps(row))
-        print(lines[-1], flush=True)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
     if a.out:
-        Path(a.out).write_text("\n".join(lines) + "\n")
-    failed = [json.loads(line)["trial"] for line in lines if "error" in json.loads(line)]
+        Path(a.out).write_text("".join(json.dumps(row) + "\n" for row in rows))
+    failed = [row["trial"] for row in rows if "error" in row]
     if failed:
         print(f"error: {len(failed)} trial(s) failed: {'; '.join(failed)} (each line says why)", file=sys.stderr)
     return 1 if failed else 0
