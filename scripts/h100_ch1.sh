@@ -7,10 +7,8 @@ set -uo pipefail
 out=${1:?usage: scripts/h100_ch1.sh OUTDIR}
 mkdir -p "$out/logs" "$out/ch1"
 export PYTHONUNBUFFERED=1
-rc=0
-step() { local name=$1 limit=$2; shift 2; echo "== $name" >&2
-  timeout "$limit" "$@" > "$out/logs/$name.log" 2>&1; local r=$?
-  grep -v '^      ' "$out/logs/$name.log" | tail -${TAIL:-12}; echo "== $name: exit $r" >&2; [ $r -eq 0 ] || rc=1; return 0; }
+logs=$out/logs
+. "$(dirname "$0")/steps.sh"
 rm -rf "$out/ch1"   # a rerun into the same OUTDIR replaces its report (benchmark.py refuses to write over one)
 TAIL=40 step benchmark_ch1 360 python3 benchmark.py --peaks --chapter 1 --output "$out/ch1"
 cp profiles/peaks/cuda-*.json "$out/" 2>/dev/null
@@ -22,6 +20,6 @@ step make_run 120 make -C ch1 run
 if command -v ncu >/dev/null; then
   step ncu_launch_bounds 60 ncu -k regex:solve8 -c 4 --section LaunchStats --section Occupancy --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables ch1/bin/launch_bounds_demo_sm90
 else
-  echo "ncu not installed: no Nsight Compute sections" | tee "$out/logs/ncu_missing.log"; rc=1
+  echo "ncu not installed: no Nsight Compute sections" | tee "$logs/ncu_missing.log"; rc=1 failed="$failed ncu"
 fi
-exit $rc
+finish

@@ -7,17 +7,14 @@ set -uo pipefail
 out=${1:?usage: scripts/h100_ch11.sh OUTDIR}
 mkdir -p "$out/logs"
 export PYTHONUNBUFFERED=1
-rc=0
-step() { local name=$1 limit=$2; shift 2; echo "== $name" >&2
-  timeout "$limit" "$@" > "$out/logs/$name.log" 2>&1; local r=$?
-  grep -v '^      ' "$out/logs/$name.log" | tail -${TAIL:-12}; echo "== $name: exit $r" >&2; [ $r -eq 0 ] || rc=1; return 0; }
+logs=$out/logs
+. "$(dirname "$0")/steps.sh"
 rm -rf "$out/ch11" "$out/escaped"   # a rerun replaces their reports (benchmark.py refuses to write over one)
 step probe_concurrency 120 python3 ch11/probe_concurrency.py
 TAIL=40 step benchmark_ch11 300 python3 benchmark.py --chapter 11 --output "$out/ch11"
 step make_run 120 make -C ch11 run
 # the side-stream fixtures (GPU only): work left on a stream the caller never waits for must FAIL, so the step
 # passes when benchmark.py exits 1 (test_trust.py's side-stream test checks the report itself)
-TAIL=30 step escaped 120 bash -c 'python3 benchmark.py --root tests/fixtures --chapter 92 --output "$1"; [ $? -eq 1 ]' \
-  _ "$out/escaped"
+TAIL=30 expect escaped 120 1 python3 benchmark.py --root tests/fixtures --chapter 92 --output "$out/escaped"
 TAIL=3 step pytest_gpu 300 python3 -m pytest -q tests/test_ch11.py tests/test_trust.py
-exit $rc
+finish
