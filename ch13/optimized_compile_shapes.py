@@ -5,8 +5,9 @@ recorded for one shape: eight lengths, eight graphs. They cost less memory than 
 trees record into one shared pool, which grows with the largest shape, not with the count;
 ch13/graph_memory.py measured 72 MiB reserved above the model after all 8 on the H100, against 38 MiB after
 the first and 60 MiB for eager's caching allocator (profiles/h100/ch13-07ac287/graph_memory). Measured in the
-chapter's run there: 2.933x eager (1.069 against 4.089 ms a call: the GPU no longer waits on the host). Outputs are cloned because a graph's next replay overwrites
-them. Recording happens in prepare(): prepare_s holds it.
+chapter's run there: 2.933x eager (1.069 against eager's 3.134 ms a call in the same rounds: the GPU no longer waits
+on the host; eager's median over the whole run, 4.089 ms, holds its slower rounds beside the bucketed variant).
+Outputs are cloned because a graph's next replay overwrites them. Recording happens in prepare(): prepare_s holds it.
 """
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 import torch

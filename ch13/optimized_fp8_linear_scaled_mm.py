@@ -4,7 +4,8 @@ Per-tensor scales (amax / 448), so the few lines are readable: quantize x (abs-m
 `_scaled_mm(x8, w8, scale_a, scale_b, bias)` twice with the GELU between in bf16. What torchao's dynamic
 config does, minus its per-row scales, its kernel choices and its Python dispatch.
 
-Measured on the H100 at 16 tokens (profiles/h100/ch13-07ac287): 0.493 ms a call against eager bf16's 0.1121 (0.29x; 0.2988
+Measured on the H100 at 16 tokens (profiles/h100/ch13-07ac287): 0.493 ms a call against eager bf16's 0.116 in the
+same rounds (0.29x; eager's median over the whole run was 0.1121; 0.2988
 against 0.1017, 0.345x, in the run at d19f8c2), though its two fp8 GEMMs take 23.8 + 24.0 us against eager's
 bf16 GEMMs' 42.7 + 43.1 us: the float8 tensor
 cores do win. The loss is everything around them: 21 kernels a call (scripts/fp8_linear_kernels.py), most

@@ -13,7 +13,8 @@ logs=$out/logs
 TAIL=25 step escape_rounds 120 python3 scripts/escape_rounds.py --json "$out/escape_rounds.json"
 # the faulty fixtures fail and the correct pairs beside them pass: benchmark.py exits 1 (the report shows which)
 rm -rf "$out/fixtures"   # a rerun replaces its report (benchmark.py refuses to write over one)
-TAIL=25 expect fixtures 300 1 python3 benchmark.py --root tests/fixtures --chapter 92 --chapter 83 $quick --output "$out/fixtures"
+TAIL=25 expect fixtures 300 1 python3 benchmark.py --root tests/fixtures --chapter 92 --chapter 83 $quick \
+  --output "$out/fixtures"
 # A 2-process pair on one GPU: skipped in a chapter run (exit 0), one-line error for --pair (exit 2)
 TAIL=25 step skip_chapter 120 python3 benchmark.py --root tests/fixtures --chapter 91 --quick --no-report
 TAIL=3 expect skip_pair 120 2 python3 benchmark.py --root tests/fixtures --pair ch91/allreduce --quick --no-report

@@ -6,7 +6,6 @@ import torch
 
 from common.overlap import overlap_pct
 from common.timeline import draw_gantt, gpu_events
-from conftest import FIXTURES
 
 
 def test_overlap_is_placed_between_serial_and_ideal():

@@ -25,9 +25,11 @@ SCRIPTS = {   # script: (the steps it logs, [(stand-ins' exit statuses, the scri
                       ({"FAKE_MAKE_RC": "2"}, 1, "make_run"), ({"FAKE_FIXTURE_RC": "0"}, 1, "escaped")]),
     "h100_ch1.sh": ({"benchmark_ch1", "performance_basics", "performance_basics_optimized", "roofline_analysis",
                      "make_run", "ncu_launch_bounds"},
-                    [({}, 0, ""), ({"FAKE_MAKE_RC": "2"}, 1, "make_run"), ({"FAKE_NCU_RC": "1"}, 1, "ncu_launch_bounds")]),
+                    [({}, 0, ""), ({"FAKE_MAKE_RC": "2"}, 1, "make_run"),
+                     ({"FAKE_NCU_RC": "1"}, 1, "ncu_launch_bounds")]),
     "h100_trust.sh": ({"escape_rounds", "fixtures", "skip_chapter", "skip_pair"},
-                      [({}, 0, ""), ({"FAKE_FIXTURE_RC": "0"}, 1, "fixtures"), ({"FAKE_SKIP_PAIR_RC": "0"}, 1, "skip_pair"),
+                      [({}, 0, ""), ({"FAKE_FIXTURE_RC": "0"}, 1, "fixtures"),
+                       ({"FAKE_SKIP_PAIR_RC": "0"}, 1, "skip_pair"),
                        ({"FAKE_PYTHON_RC": "1"}, 1, "escape_rounds skip_chapter")]),
 }
 
