@@ -4,11 +4,11 @@ Per-tensor scales (amax / 448), so the few lines are readable: quantize x (abs-m
 `_scaled_mm(x8, w8, scale_a, scale_b, bias)` twice with the GELU between in bf16. What torchao's dynamic
 config does, minus its per-row scales, its kernel choices and its Python dispatch.
 
-Measured on the H100 at 16 tokens (profiles/h100/ch13-07ac287): 0.493 ms a call against eager bf16's 0.116 in the
-same rounds (0.29x; eager's median over the whole run was 0.1121; 0.2988
-against 0.1017, 0.345x, in the run at d19f8c2), though its two fp8 GEMMs take 23.8 + 24.0 us against eager's
-bf16 GEMMs' 42.7 + 43.1 us: the float8 tensor
-cores do win. The loss is everything around them: 21 kernels a call (scripts/fp8_linear_kernels.py), most
+Measured on the H100 at 16 tokens (profiles/h100/ch13-07ac287): 0.29x, the median of its rounds' ratios over
+eager bf16 (0.116 ms a call in those rounds; 0.1121 over the whole run). Its own calls ran at two levels, 0.362
+and 0.589 ms, about half at each, so its median, 0.493 ms, falls between them (0.2988 against 0.1017, 0.345x, in
+the run at d19f8c2). Yet its two fp8 GEMMs take 23.8 + 24.0 us against eager's bf16 GEMMs' 42.7 + 43.1 us: the
+float8 tensor cores do win. The loss is everything around them: 21 kernels a call (scripts/fp8_linear_kernels.py), most
 of them quantizing the activation (abs, amax, divide, cast, each a kernel over 16 x 4096 or 16 x 14336
 values), and the call's other 200-400 us, which are not GPU work: the host launching all 21 (at 64 tokens:
 0.473x, profiles/h100/ch13-fp8-a6cbf1a). Quantizing in the GEMM's prologue, or compiling the call, is the

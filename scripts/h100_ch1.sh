@@ -20,6 +20,6 @@ step make_run 120 make -C ch1 run
 if command -v ncu >/dev/null; then
   step ncu_launch_bounds 60 ncu -k regex:solve8 -c 4 --section LaunchStats --section Occupancy --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables ch1/bin/launch_bounds_demo_sm90
 else
-  echo "ncu not installed: no Nsight Compute sections" | tee "$logs/ncu_missing.log"; rc=1 failed="$failed ncu"
+  echo "ncu not installed: no Nsight Compute sections" | tee "$logs/ncu_missing.log"; rc=1 failed="$failed ncu_missing"
 fi
 finish

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The steps of the GPU session scripts (scripts/h100_*.sh source this file): each script runs its steps
-# through `step`, so one step that fails or hangs still leaves the others, and the exit status says whether
-# any failed.
+# The steps of the GPU session scripts (scripts/h100_ch1.sh, h100_ch11.sh and h100_trust.sh source this file):
+# each runs its steps through `step`, so one step that fails or hangs still leaves the others, and the exit
+# status says whether any failed.
 #   step NAME LIMIT CMD...         runs CMD under `timeout LIMIT` with its output in $logs/NAME.log, then prints
 #                                  the log's last TAIL lines (default 12) and the exit status. A non-zero exit
 #                                  sets rc=1 and adds NAME to $failed; the script goes on either way.
@@ -13,6 +13,7 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then   # run, not sourced
   [[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
   echo "error: scripts/steps.sh is sourced by the session scripts (. scripts/steps.sh), not run" >&2; exit 2
 fi
+: "${logs:?set logs, the folder for the step logs, before sourcing scripts/steps.sh}"
 rc=0 failed=""
 step() { local name=$1 limit=$2 t0=$SECONDS r; shift 2; echo "== $name $(date +%T)" >&2
   timeout "$limit" "$@" > "$logs/$name.log" 2>&1; r=$?

@@ -474,7 +474,8 @@ def test_decode_profile_exits_1_when_a_variant_computes_a_wrong_step(tmp_path, m
         table["graph"] = lambda w: (lambda f: lambda: f() * 1.05)(graph(w))
         return table
     monkeypatch.setattr(dp, "candidates", with_a_wrong_graph)
-    # the floor's copy rate given: tests cache no ceilings (PERF_PEAKS_DIR), and without one the script exits 2
+    # the floor's copy rate given: tests keep their ceilings in a temporary folder (PERF_PEAKS_DIR), which holds this
+    # GPU's only if an earlier test in the same process measured them, and without a rate the script exits 2
     assert dp.main(["--variants", "eager", "graph", "--out", str(tmp_path), "--copy-gbps", "3000"]) == 1
     assert "1 variant(s) failed: graph" in capsys.readouterr().err
     doc = json.loads((tmp_path / "decode_profile.json").read_text())

@@ -2,8 +2,10 @@
 ncu that exit with the status they are told to: every step runs, a failed step fails the script and is named, and
 a step that must exit non-zero (a fixture that holds a fault, a refused --pair) fails the script when it does not.
 No GPU: the stand-ins stand for what each step would run there."""
+import json
 import os
 import subprocess
+import sys
 
 import pytest
 from conftest import ROOT
@@ -20,17 +22,18 @@ exit ${FAKE_PYTHON_RC:-0}
 """
 
 SCRIPTS = {   # script: (the steps it logs, [(stand-ins' exit statuses, the script's exit status, failed steps)])
-    "h100_ch11.sh": ({"probe_concurrency", "benchmark_ch11", "make_run", "escaped", "pytest_gpu"},
-                     [({}, 0, ""), ({"FAKE_PYTHON_RC": "1"}, 1, "probe_concurrency benchmark_ch11 pytest_gpu"),
+    "h100_ch11.sh": ({"probe_concurrency", "benchmark_ch11", "make_run", "escaped", "escaped_caught", "pytest_gpu"},
+                     [({}, 0, ""),
+                      ({"FAKE_PYTHON_RC": "1"}, 1, "probe_concurrency benchmark_ch11 escaped_caught pytest_gpu"),
                       ({"FAKE_MAKE_RC": "2"}, 1, "make_run"), ({"FAKE_FIXTURE_RC": "0"}, 1, "escaped")]),
     "h100_ch1.sh": ({"benchmark_ch1", "performance_basics", "performance_basics_optimized", "roofline_analysis",
                      "make_run", "ncu_launch_bounds"},
                     [({}, 0, ""), ({"FAKE_MAKE_RC": "2"}, 1, "make_run"),
                      ({"FAKE_NCU_RC": "1"}, 1, "ncu_launch_bounds")]),
-    "h100_trust.sh": ({"escape_rounds", "fixtures", "skip_chapter", "skip_pair"},
+    "h100_trust.sh": ({"escape_rounds", "fixtures", "fixtures_caught", "skip_chapter", "skip_pair"},
                       [({}, 0, ""), ({"FAKE_FIXTURE_RC": "0"}, 1, "fixtures"),
                        ({"FAKE_SKIP_PAIR_RC": "0"}, 1, "skip_pair"),
-                       ({"FAKE_PYTHON_RC": "1"}, 1, "escape_rounds skip_chapter")]),
+                       ({"FAKE_PYTHON_RC": "1"}, 1, "escape_rounds fixtures_caught skip_chapter")]),
 }
 
 
@@ -53,3 +56,29 @@ def test_a_session_script_runs_every_step_and_fails_when_one_does(script, tmp_pa
         assert set(p.stem for p in (out / "logs").glob("*.log")) == steps, given
         named = [line for line in proc.stderr.splitlines() if line.startswith("failed:")]
         assert named == ([f"failed: {failed}"] if failed else []), (given, proc.stderr[-2000:])
+
+
+# the trust script's fixtures run on an H200 (scripts/h100_trust.sh, session 64): the two side-stream variants failed
+GPU_FIXTURES = ROOT / "profiles/h200/suite-e2ddd7c/call3-e2ddd7c/trust-e2ddd7c/fixtures"
+SIDESTREAM = ["ch92/sidestream/optimized_sidestream_escaped", "ch92/sidestream/optimized_sidestream_partial"]
+
+
+def expect_failures(report, *named):
+    return subprocess.run([sys.executable, str(ROOT / "scripts/expect_failures.py"), str(report), *named],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_fixtures_report_passes_only_with_exactly_its_faults_failed(tmp_path):
+    assert expect_failures(GPU_FIXTURES, *SIDESTREAM).returncode == 0
+    missed = expect_failures(GPU_FIXTURES, SIDESTREAM[0])   # a failure the caller did not name
+    assert missed.returncode == 1 and missed.stderr.splitlines() == [f"failed, though it should have passed: "
+                                                                      f"{SIDESTREAM[1]}"], missed.stderr
+    # the same run with a correct pair failing too: exit 1 from benchmark.py would not have told it apart
+    doc = json.loads((GPU_FIXTURES / "results.json").read_text())
+    reuse = next(p for p in doc["pairs"] if p["name"] == "reuse")
+    honest = next(v for v in reuse["variants"] if v["name"] == "optimized_reuse_honest")
+    honest.update(verified=False, speedup=None, speedup_ci=None)
+    (tmp_path / "results.json").write_text(json.dumps(doc))
+    broken = expect_failures(tmp_path, *SIDESTREAM)
+    assert broken.returncode == 1 and "should have passed: ch83/reuse/optimized_reuse_honest" in broken.stderr
+    assert expect_failures(tmp_path / "none", *SIDESTREAM).returncode == 2
