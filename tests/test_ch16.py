@@ -593,7 +593,6 @@ def test_the_pdl_step_kernels_compile_for_hopper_with_pdl_and_float8():
 
 def test_the_step_bytes_are_the_workloads_and_float8_halves_the_weights():
     from ch16.decode import step_work
-    from ch16.model import CONFIGS, build_model
     from ch16.pdl_step import step_bytes
     m = build_model(CONFIGS["small"], 0, "cpu", torch.bfloat16)
     bf16, fp8 = step_bytes(m, 101), step_bytes(m, 101, fp8=True)
