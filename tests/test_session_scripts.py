@@ -1,7 +1,7 @@
-"""The GPU session scripts (scripts/h100_*.sh, through scripts/steps.sh) under stand-ins for python3, make and
-ncu that exit with the status they are told to: every step runs, a failed step fails the script and is named, and
-a step that must exit non-zero (a fixture that holds a fault, a refused --pair) fails the script when it does not.
-No GPU: the stand-ins stand for what each step would run there."""
+"""The GPU session scripts built on scripts/steps.sh (h100_ch1, h100_ch11, h100_trust) under stand-ins for python3,
+make and ncu that exit with the status they are told to: every step runs, a failed step fails the script and is
+named, and a step that must exit non-zero (a fixture that holds a fault, a refused --pair) fails the script when it
+does not. No GPU: the stand-ins stand for what each step would run there."""
 import json
 import os
 import subprocess
