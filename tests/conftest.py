@@ -20,6 +20,17 @@ if "PYTEST_XDIST_WORKER" not in os.environ or not os.environ.get("PERF_PEAKS_DIR
     os.environ["PERF_PEAKS_DIR"] = tempfile.mkdtemp(prefix="test-peaks-")
 
 
+def stand_ins(tmp_path, tools: dict[str, str]) -> str:
+    """A PATH whose first folder, tmp_path/bin, holds a shell script for each tool (name: its body), so that a
+    script under test starts these instead of the real python3, make, ncu..."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in tools.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + body)
+        (bin_dir / name).chmod(0o755)
+    return f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "serial: times the harness against itself; `make test` runs these files "
                                        "alone on the machine, after the others")

@@ -1,21 +1,14 @@
 """The speed-of-light CSV that `--profile ncu` leaves beside each pair's .ncu-rep (common.launch.ncu_speed_of_light),
 checked with a stand-in `ncu` on PATH: the real one runs only on the GPU machine."""
-import os
-import stat
-
 from common.launch import ncu_speed_of_light
+from conftest import stand_ins
 
 SOL = '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"\n' \
       '"0","softmax_kernel","GPU Speed Of Light Throughput","Memory Throughput","%","91.2"\n'
 
 
 def fake_ncu(tmp_path, body: str):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    exe = bin_dir / "ncu"
-    exe.write_text("#!/bin/sh\n" + body)
-    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
-    return str(bin_dir) + os.pathsep + os.environ.get("PATH", "")
+    return stand_ins(tmp_path, {"ncu": body})
 
 
 def test_the_reports_speed_of_light_rows_are_written_beside_it(tmp_path, monkeypatch):

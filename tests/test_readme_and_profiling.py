@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, stand_ins
 
 
 def test_readme_pair_example_runs_through_the_harness(run_bench, tmp_path):
@@ -103,13 +103,9 @@ def test_no_harness_function_is_over_60_lines_or_imports_but_for_a_reason():
 def test_every_shell_script_explains_itself_with_help_and_runs_nothing(tmp_path, script):
     """--help prints the script's header comment and exits 0; a python3 or make it would have started leaves a mark
     (scripts/h100_ch16.sh once took --help for its output folder and began the GPU session)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for tool in ("python3", "python", "make", "mpirun", "nvcc"):
-        (bin_dir / tool).write_text(f"#!/bin/sh\ntouch {tmp_path}/ran\n")
-        (bin_dir / tool).chmod(0o755)
+    marks = {tool: f"touch {tmp_path}/ran\n" for tool in ("python3", "python", "make", "mpirun", "nvcc")}
     path = ROOT / "scripts" / script
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "OUT": str(tmp_path / "out")}
+    env = {**os.environ, "PATH": stand_ins(tmp_path, marks), "OUT": str(tmp_path / "out")}
     proc = subprocess.run(["bash", str(path), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                           env={k: v for k, v in env.items() if k != "PYTHON"})
     header = path.read_text().splitlines()[1].lstrip("# ")

@@ -1,19 +1,19 @@
-"""The GPU session scripts built on scripts/steps.sh (h100_ch1, h100_ch11, h100_trust) under stand-ins for python3,
-make and ncu that exit with the status they are told to: every step runs, a failed step fails the script and is
-named, and a step that must exit non-zero (a fixture that holds a fault, a refused --pair) fails the script when it
-does not. No GPU: the stand-ins stand for what each step would run there."""
+"""The GPU session scripts under stand-ins for python3, make and ncu that exit with the status they are told to.
+Those built on scripts/steps.sh (h100_ch1, h100_ch11, h100_trust): every step runs, a failed step fails the script
+and is named, and a step that must exit non-zero (a fixture that holds a fault, a refused --pair) fails the script
+when it does not. Chapter 16's two, with step functions of their own: the exit status follows the steps'. No GPU:
+the stand-ins stand for what each step would run there."""
 import json
 import os
 import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, stand_ins
 
 # what the stand-in python3 exits with: a fixture run holding faults (chapter 92), a two-process pair asked for on
 # one GPU, and anything else
-FAKE_PYTHON = """#!/bin/sh
-echo "fake python3 $*"
+FAKE_PYTHON = """echo "fake python3 $*"
 case "$*" in
   *"--chapter 92"*) exit ${FAKE_FIXTURE_RC:-1};;
   *"--pair ch91/allreduce"*) exit ${FAKE_SKIP_PAIR_RC:-2};;
@@ -39,14 +39,9 @@ SCRIPTS = {   # script: (the steps it logs, [(stand-ins' exit statuses, the scri
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_a_session_script_runs_every_step_and_fails_when_one_does(script, tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "python3").write_text(FAKE_PYTHON)
-    for tool in ("make", "ncu"):
-        (bin_dir / tool).write_text(f'#!/bin/sh\necho "fake {tool} $*"\nexit ${{FAKE_{tool.upper()}_RC:-0}}\n')
-    for tool in ("python3", "make", "ncu"):
-        (bin_dir / tool).chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    tools = {"python3": FAKE_PYTHON, "make": 'echo "fake make $*"\nexit ${FAKE_MAKE_RC:-0}\n',
+             "ncu": 'echo "fake ncu $*"\nexit ${FAKE_NCU_RC:-0}\n'}
+    env = {**os.environ, "PATH": stand_ins(tmp_path, tools)}
     steps, cases = SCRIPTS[script]
     for i, (given, expected, failed) in enumerate(cases):
         out = tmp_path / f"out{i}"
@@ -57,6 +52,21 @@ def test_a_session_script_runs_every_step_and_fails_when_one_does(script, tmp_pa
         named = [line for line in proc.stderr.splitlines() if line.startswith("failed:")]
         assert named == ([f"failed: {failed}"] if failed else []), (given, proc.stderr[-2000:])
 
+
+@pytest.mark.parametrize("script,args", [("h100_ch16.sh", ["all"]), ("h200x2_ch16.sh", [])])
+def test_the_ch16_session_scripts_exit_1_when_a_step_fails_and_0_when_none_does(tmp_path, script, args):
+    """Chapter 16's scripts (their own step functions): a stand-in python3 that exits with the status it is given
+    runs every step, and the script's exit status follows the steps' (the archive is written either way)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    env["PATH"] = stand_ins(tmp_path, {"python3": 'echo "fake python3 $*"\nexit ${FAKE_PYTHON_RC:-0}\n'})
+    for rc, expected in (("1", 1), ("0", 0)):
+        out = tmp_path / f"out{rc}"
+        proc = subprocess.run(["bash", str(ROOT / "scripts" / script), str(out), *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60, env={**env, "FAKE_PYTHON_RC": rc})
+        assert proc.returncode == expected, (rc, proc.stdout[-2000:], proc.stderr[-2000:])
+        assert list(out.glob("*.tar.gz")) and "fake python3" in "".join(p.read_text() for p in out.glob("*.log"))
+        if expected:
+            assert "failed:" in proc.stderr
 
 # the trust script's fixtures run on an H200 (scripts/h100_trust.sh, session 64): the two side-stream variants failed
 GPU_FIXTURES = ROOT / "profiles/h200/suite-e2ddd7c/call3-e2ddd7c/trust-e2ddd7c/fixtures"
