@@ -17,11 +17,8 @@ py=${PYTHON:-python3}
 work=$(mktemp -d)
 mkdir -p "$out" "$work/logs"
 export PYTHONUNBUFFERED=1
-rc=0 failed=""
-step() { local name=$1 limit=$2; shift 2; echo "== $name" >&2
-  timeout "$limit" "$@" > "$work/logs/$name.log" 2>&1; local r=$?
-  grep -v '^      ' "$work/logs/$name.log" | tail -"${TAIL:-12}"; echo "== $name: exit $r" >&2
-  [ $r -eq 0 ] || { rc=1; failed="$failed $name"; }; return 0; }
+logs=$work/logs
+. "$(dirname "$0")/steps.sh"
 run_part() {
   case $1 in
     decode)  # peaks first (cached per machine); the pair took 44-77 s at 135e97c-c8b4e68 (two compiled variants)
@@ -60,5 +57,4 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=c
 tar -czf "$out/ch16_${tag}.tar.gz" -C "$work" .
 cat "$work"/logs/*.log > "$out/ch16_${tag}.log" 2>/dev/null
 echo "wrote $out/ch16_${tag}.tar.gz"
-[ $rc -eq 0 ] || echo "failed:$failed" >&2
-exit $rc
+finish

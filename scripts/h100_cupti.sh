@@ -23,10 +23,8 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 pairs=(--pair compile_shapes --pair fp8_linear)
-rc=0
-step() { local name=$1 limit=$2; shift 2; echo "== $name $(date +%T)"
-  timeout "$limit" "$@" > "$work/logs/$name.log" 2>&1; local r=$?
-  grep -v '^      ' "$work/logs/$name.log" | tail -"${TAIL:-30}"; echo "== $name: exit $r"; [ $r -eq 0 ] || rc=1; }
+logs=$work/logs TAIL=30
+. "$(dirname "$0")/steps.sh"
 bench() { local name=$1 limit=$2; shift 2
   step "$name" "$limit" $py benchmark.py "${pairs[@]}" "$@" --output "$work/$name"; }
 run_part() {
@@ -43,7 +41,7 @@ run_part() {
   --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv; \
   } > "$work/logs/versions_$part.log" 2>&1
 cat "$work/logs/versions_$part.log"
-{ run_part "$part"; exit $rc; } 2>&1 | tee "$work/logs/cupti_$part.log"
+{ run_part "$part"; finish; } 2>&1 | tee "$work/logs/cupti_$part.log"
 rc=${PIPESTATUS[0]}
 cp "$work/logs/cupti_$part.log" "$out/cupti_$part.log"
 tar -czf "$out/cupti_$part.tar.gz" -C "$work" .

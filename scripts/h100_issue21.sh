@@ -9,13 +9,17 @@
 #   prealloc  ch1/preallocation_profile.py: host time per op and per step, with and without the allocator's cache
 #   goodput   ch1/performance_basics_optimized.py, tests 1, 2 and 2b in turn five times
 #   validate  scripts/validate_harness.py: five pairs, the harness vs do_bench vs a CUDA-event loop
+# An unknown step is refused (exit 2) before any runs; the script exits 1 if any step failed, after running the rest.
 set -uo pipefail
 [[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 out=${1:?usage: scripts/h100_issue21.sh OUTDIR STEP...}; shift
+for s in "$@"; do   # every step named is known before any runs
+  [[ $s =~ ^(imports|peaks|ceiling|aa|ch[0-9]+|prealloc|goodput|validate)$ ]] || {
+    echo "error: unknown step $s (imports, peaks, ceiling, aa, chN, prealloc, goodput or validate)" >&2; exit 2; }
+done
 mkdir -p "$out/logs"; export PYTHONUNBUFFERED=1
-step() { local name=$1 limit=$2; shift 2; echo "== $name" >&2; local t0=$SECONDS
-  timeout "$limit" "$@" > "$out/logs/$name.log" 2>&1; local r=$?
-  grep -v '^      ' "$out/logs/$name.log" | tail -"${TAIL:-12}"; echo "== $name: exit $r in $((SECONDS - t0)) s" >&2; return 0; }
+logs=$out/logs
+. "$(dirname "$0")/steps.sh"
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader
 runs=0
 for s in "$@"; do
@@ -33,8 +37,7 @@ for n in (\"first\", \"second\"): t=time.time(); c=count_launches(lambda: x.add_
     prealloc) TAIL=12 step prealloc 120 python3 ch1/preallocation_profile.py --json "$out/preallocation_profile.json" ;;
     goodput) TAIL=30 step goodput 100 python3 ch1/performance_basics_optimized.py --json "$out/goodput.json" ;;
     validate) TAIL=40 step validate 240 python3 scripts/validate_harness.py --out "$out/validate" ;;
-    *) echo "unknown step $s" >&2 ;;
   esac
 done
 cp -r profiles/peaks "$out/" 2>/dev/null
-exit 0
+finish

@@ -15,11 +15,8 @@ py=${PYTHON:-python3}
 work=$(mktemp -d)
 mkdir -p "$out" "$work/logs"
 export PYTHONUNBUFFERED=1
-rc=0 failed=""
-step() { local name=$1 limit=$2; shift 2; echo "== $name" >&2
-  timeout "$limit" "$@" > "$work/logs/$name.log" 2>&1; local r=$?
-  grep -v '^      ' "$work/logs/$name.log" | tail -"${TAIL:-12}"; echo "== $name: exit $r" >&2
-  [ $r -eq 0 ] || { rc=1; failed="$failed $name"; }; return 0; }
+logs=$work/logs
+. "$(dirname "$0")/steps.sh"
 # A sample's negative control: built with -DINJECT_FAULT, it must exit 1 and say MISMATCH. fault SRC [ARCH [FLAGS]]
 fault() { local src=$1 arch=${2:-sm_90} flags=${3:-}
   step "$(basename "$src")_inject_fault" 150 bash -c 'nvcc -std=c++17 -O3 -arch="$3" -Icommon/cuda -DINJECT_FAULT "$1.cu" -o "$2" $4 || exit 2
@@ -71,5 +68,4 @@ for p in $parts; do run_part "$p"; done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,pcie.link.gen.max,pcie.link.width.max --format=csv > "$work/logs/gpu.csv" 2>/dev/null
 tar -czf "$out/topics_${tag}.tar.gz" -C "$work" .
 cat "$work"/logs/*.log > "$out/topics_${tag}.log" 2>/dev/null
-[ $rc -eq 0 ] || echo "failed:$failed" >&2
-exit $rc
+finish

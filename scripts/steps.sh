@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The steps of the GPU session scripts (scripts/h100_ch1.sh, h100_ch11.sh and h100_trust.sh source this file):
-# each runs its steps through `step`, so one step that fails or hangs still leaves the others, and the exit
-# status says whether any failed.
+# The steps of the GPU session scripts (every scripts/h100_*.sh but h100_compare.sh sources this file; the two
+# 2-GPU scripts, h200x2_*.sh, still have their own copies): each runs its steps through `step`, so one step that
+# fails or hangs still leaves the others, and the exit status says whether any failed.
 #   step NAME LIMIT CMD...         runs CMD under `timeout LIMIT` with its output in $logs/NAME.log, then prints
 #                                  the log's last TAIL lines (default 12) and the exit status. A non-zero exit
 #                                  sets rc=1 and adds NAME to $failed; the script goes on either way.

@@ -1,12 +1,15 @@
 """The GPU session scripts under stand-ins for python3, make and ncu that exit with the status they are told to.
-Those built on scripts/steps.sh (h100_ch1, h100_ch11, h100_trust): every step runs, a failed step fails the script
-and is named, and a step that must exit non-zero (a fixture that holds a fault, a refused --pair) fails the script
-when it does not. Chapter 16's two, with step functions of their own: the exit status follows the steps'. No GPU:
-the stand-ins stand for what each step would run there."""
+Those built on scripts/steps.sh (every h100_*.sh but h100_compare.sh): every step runs, a failed step fails the
+script and is named, and a step that must exit non-zero (a fixture that holds a fault, a refused --pair) fails the
+script when it does not; the scripts that archive their logs hold every step's log; h100_issue21.sh refuses an
+unknown step before any runs. The 2-GPU h200x2_ch16.sh, with step functions of its own: the exit status follows
+the steps'. No GPU: the stand-ins stand for what each step would run there."""
 import json
 import os
 import subprocess
 import sys
+import tarfile
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, stand_ins
@@ -51,6 +54,76 @@ def test_a_session_script_runs_every_step_and_fails_when_one_does(script, tmp_pa
         assert set(p.stem for p in (out / "logs").glob("*.log")) == steps, given
         named = [line for line in proc.stderr.splitlines() if line.startswith("failed:")]
         assert named == ([f"failed: {failed}"] if failed else []), (given, proc.stderr[-2000:])
+
+
+# a stand-in for python3, make and ncu that exits with FAKE_RC and, given --output DIR, leaves a report there
+FAKE_TOOL = """echo "fake $(basename "$0") $*"
+prev=
+for a in "$@"; do [ "$prev" = --output ] && mkdir -p "$a" && echo '{}' > "$a/results.json"; prev=$a; done
+exit ${FAKE_RC:-0}
+"""
+
+ARCHIVED = {   # script and parts: the steps it logs into its archive (OUTDIR/<archive>.tar.gz)
+    ("h100_ch16.sh", "all"): ("ch16_all", {"benchmark_ch16_decode", "decode_profile", "benchmark_ch16_serving",
+                                           "paged_probe", "kv_cache_sweep", "kv_cache_sweep_b4", "speculative_sweep",
+                                           "batching_sweep", "server_1gpu_small", "server_1gpu_1b",
+                                           "pytest_ch16_gpu"}),
+    # the kernels part and the CUDA samples run binaries built for a GPU: no stand-in for those
+    ("h100_ch13.sh", "walkthrough pairs triton compile"): (
+        "ch13_walkthrough-pairs-triton-compile",
+        {"walkthrough_block", "walkthrough_block_compiled", "walkthrough_decode", "benchmark_ch13_pairs",
+         "verdicts_pairs", "alignment_sweep", "fp8_mlp_probe", "benchmark_ch13_triton", "verdicts_triton",
+         "autotune_sweep", "persistent_sweep", "benchmark_ch13_ncu", "benchmark_ch13_compile", "verdicts_compile",
+         "graph_memory", "pytest_ch13_gpu"}),
+    ("h100_topics.sh", "pairs zero_copy sweeps"): (
+        "topics_pairs-zero_copy-sweeps", {"pairs", "image_kernels", "zero_copy_sweep", "zero_copy_probe",
+                                          "grad_accumulation_sweep", "transpose_sweep", "wave_sweep"}),
+    ("h100_cupti.sh", "all"): ("cupti_all", {"probe", "plain0", "profile1", "plain1", "profile2"}),
+}
+
+
+@pytest.mark.parametrize("script,parts", sorted(ARCHIVED))
+def test_an_archiving_session_script_runs_every_step_and_names_the_failed_ones(script, parts, tmp_path):
+    """The scripts that bring their logs back in one archive, built on scripts/steps.sh: with every tool
+    succeeding they exit 0; with every tool failing, every step still runs, is named as failed, and the script
+    exits 1. Either way the archive holds each step's log."""
+    archive, steps = ARCHIVED[(script, parts)]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    env["PATH"] = stand_ins(tmp_path, {tool: FAKE_TOOL for tool in ("python3", "make", "ncu")})
+    for rc in (0, 1):
+        out = tmp_path / f"out{rc}"
+        proc = subprocess.run(["bash", str(ROOT / "scripts" / script), str(out), parts], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120, env={**env, "FAKE_RC": str(rc)})
+        assert proc.returncode == rc, (rc, proc.stdout[-2000:], proc.stderr[-2000:])
+        with tarfile.open(out / f"{archive}.tar.gz") as tar:
+            logged = {Path(n).stem for n in tar.getnames() if n.startswith("./logs/") and n.endswith(".log")}
+        assert steps <= logged, (rc, steps - logged)
+        named = [line.removeprefix("failed:").split() for line in (proc.stdout + proc.stderr).splitlines()
+                 if line.startswith("failed:")]
+        assert named == ([] if rc == 0 else [ANY_ORDER(steps)]), (rc, named)
+
+
+class ANY_ORDER(set):
+    """Equal to a list that holds each of these names once."""
+    def __eq__(self, other):
+        return isinstance(other, list) and len(other) == len(set(other)) and set(other) == set(self)
+
+
+def test_the_issue21_script_refuses_an_unknown_step_and_fails_with_a_failed_step(tmp_path):
+    env = {**os.environ, "PATH": stand_ins(tmp_path, {"python3": FAKE_TOOL})}
+    script = str(ROOT / "scripts/h100_issue21.sh")
+    steps = ["imports", "peaks", "ceiling", "aa", "ch1", "prealloc", "goodput", "validate"]
+    refused = subprocess.run(["bash", script, str(tmp_path / "r"), "peaks", "ch1x"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=60, env=env)
+    assert refused.returncode == 2 and not (tmp_path / "r").exists(), refused.stderr
+    assert len(refused.stderr.splitlines()) == 1 and "unknown step ch1x" in refused.stderr, refused.stderr
+    for rc in (0, 1):
+        out = tmp_path / f"out{rc}"
+        proc = subprocess.run(["bash", script, str(out), *steps], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120, env={**env, "FAKE_RC": str(rc)})
+        assert proc.returncode == rc, (rc, proc.stderr[-2000:])
+        assert {p.stem for p in (out / "logs").glob("*.log")} == {"aa1" if s == "aa" else s for s in steps}
+        assert ("failed: " + " ".join("aa1" if s == "aa" else s for s in steps) in proc.stderr) == (rc == 1)
 
 
 @pytest.mark.parametrize("script,args", [("h100_ch16.sh", ["all"]), ("h200x2_ch16.sh", [])])
