@@ -8,10 +8,11 @@
 #   gemlite-0.6.0.post2-py3-none-any.whl   (built here from the sdist: fp8_linear's GemLite variants)
 # They install with --no-deps into /tmp/site, on PYTHONPATH; a missing wheel skips the variants that need it.
 # nsys is not installed on the GPU machine: the walkthrough says so and goes on. ncu runs where it is on PATH.
-# Each step has its own time limit (a hung step still leaves the others and the archive); the script exits 1 if any
-# step failed or timed out, after running the rest.
+# Each step has its own time limit, so a hung step still leaves the others; the script exits 1 if any step failed or
+# timed out, after running the rest. The limits are generous (a part's add up to 14-21 minutes; on an H200 the
+# walkthrough took 2.5 minutes and kernels 2.3): give a call a watchdog that packs what is there before its own limit.
 # What comes back: OUTDIR/ch13_<parts>.tar.gz (reports, traces, memory pictures, ncu CSVs, logs) and
-# OUTDIR/ch13_<parts>.log.
+# OUTDIR/ch13_<parts>.log, <parts> the parts joined by "-".
 set -uo pipefail
 [[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 out=${1:-${OUT:?usage: scripts/h100_ch13.sh OUTDIR [PARTS]}}
@@ -27,9 +28,11 @@ $py -c "import torch, importlib.util as u; print('torch', torch.__version__, 'to
   2>&1 | tee "$work/logs/versions.log"
 logs=$work/logs
 . "$(dirname "$0")/steps.sh"
-# a report's verdicts (common/verdict.py) beside it, as verdicts.md; none where the run wrote no report (its step failed)
-verdicts() { [ -f "$work/ch13_$1/results.json" ] || return 0
-  step "verdicts_$1" 60 bash -c '"$0" common/verdict.py "$1/results.json" > "$1/verdicts.md"' "$py" "$work/ch13_$1"; }
+# a report's verdicts (common/verdict.py) beside it, as verdicts.md; none where the run wrote no report (its step
+# failed). verdicts PART
+verdicts() { local dir=$work/ch13_$1; [ -f "$dir/results.json" ] || return 0
+  # shellcheck disable=SC2086
+  step "verdicts_$1" 60 bash -c '"${@:2}" common/verdict.py "$1/results.json" > "$1/verdicts.md"' _ "$dir" $py; }
 run_part() {
   case $1 in
     walkthrough)  # the block eager, the block compiled (fused kernels in the table), the decode step

@@ -63,7 +63,8 @@ for a in "$@"; do [ "$prev" = --output ] && mkdir -p "$a" && echo '{}' > "$a/res
 exit ${FAKE_RC:-0}
 """
 
-ARCHIVED = {   # script and parts: the steps it logs into its archive (OUTDIR/<archive>.tar.gz)
+ARCHIVED = {   # script and parts: the steps it logs into its archive (OUTDIR/<archive>.tar.gz)[, and the verdicts
+    # files common/verdict.py writes there]
     ("h100_ch16.sh", "all"): ("ch16_all", {"benchmark_ch16_decode", "decode_profile", "benchmark_ch16_serving",
                                            "paged_probe", "kv_cache_sweep", "kv_cache_sweep_b4", "speculative_sweep",
                                            "batching_sweep", "server_1gpu_small", "server_1gpu_1b",
@@ -74,7 +75,8 @@ ARCHIVED = {   # script and parts: the steps it logs into its archive (OUTDIR/<a
         {"walkthrough_block", "walkthrough_block_compiled", "walkthrough_decode", "benchmark_ch13_pairs",
          "verdicts_pairs", "alignment_sweep", "fp8_mlp_probe", "benchmark_ch13_triton", "verdicts_triton",
          "autotune_sweep", "persistent_sweep", "benchmark_ch13_ncu", "benchmark_ch13_compile", "verdicts_compile",
-         "graph_memory", "pytest_ch13_gpu"}),
+         "graph_memory", "pytest_ch13_gpu"},
+        {"ch13_pairs/verdicts.md", "ch13_triton/verdicts.md", "ch13_compile/verdicts.md"}),
     ("h100_topics.sh", "pairs zero_copy sweeps"): (
         "topics_pairs-zero_copy-sweeps", {"pairs", "image_kernels", "zero_copy_sweep", "zero_copy_probe",
                                           "grad_accumulation_sweep", "transpose_sweep", "wave_sweep"}),
@@ -87,7 +89,7 @@ def test_an_archiving_session_script_runs_every_step_and_names_the_failed_ones(s
     """The scripts that bring their logs back in one archive, built on scripts/steps.sh: with every tool
     succeeding they exit 0; with every tool failing, every step still runs, is named as failed, and the script
     exits 1. Either way the archive holds each step's log."""
-    archive, steps = ARCHIVED[(script, parts)]
+    archive, steps, *verdicts = ARCHIVED[(script, parts)]
     env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
     env["PATH"] = stand_ins(tmp_path, {tool: FAKE_TOOL for tool in ("python3", "make", "ncu")})
     for rc in (0, 1):
@@ -97,6 +99,8 @@ def test_an_archiving_session_script_runs_every_step_and_names_the_failed_ones(s
         assert proc.returncode == rc, (rc, proc.stdout[-2000:], proc.stderr[-2000:])
         with tarfile.open(out / f"{archive}.tar.gz") as tar:
             logged = {Path(n).stem for n in tar.getnames() if n.startswith("./logs/") and n.endswith(".log")}
+            for name in (verdicts[0] if verdicts else ()):   # beside its report: what verdict.py printed
+                assert "fake python3 common/verdict.py" in tar.extractfile(f"./{name}").read().decode(), name
         assert steps <= logged, (rc, steps - logged)
         named = [line.removeprefix("failed:").split() for line in (proc.stdout + proc.stderr).splitlines()
                  if line.startswith("failed:")]
@@ -128,8 +132,9 @@ def test_the_issue21_script_refuses_an_unknown_step_and_fails_with_a_failed_step
 
 @pytest.mark.parametrize("script,args", [("h100_ch16.sh", ["all"]), ("h200x2_ch16.sh", [])])
 def test_the_ch16_session_scripts_exit_1_when_a_step_fails_and_0_when_none_does(tmp_path, script, args):
-    """Chapter 16's scripts (their own step functions): a stand-in python3 that exits with the status it is given
-    runs every step, and the script's exit status follows the steps' (the archive is written either way)."""
+    """Chapter 16's scripts (h100_ch16.sh on steps.sh, the 2-GPU h200x2_ch16.sh with its own step function): a
+    stand-in python3 that exits with the status it is given runs every step, and the script's exit status follows
+    the steps' (the archive is written either way)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
     env["PATH"] = stand_ins(tmp_path, {"python3": 'echo "fake python3 $*"\nexit ${FAKE_PYTHON_RC:-0}\n'})
     for rc, expected in (("1", 1), ("0", 0)):

@@ -15,10 +15,12 @@ def beside(pair):
     that field, the variant's share of the baseline's round_ms (its rounds, taken in turn, in variant order)."""
     out, start = {}, 0
     base_rounds = (pair.get("baseline") or {}).get("round_ms") or []
+    # only where the variants' rounds add up to the baseline's (a variant dropped while timed has no rounds)
+    whole = sum(v.get("rounds") or 0 for v in pair.get("variants", [])) == len(base_rounds)
     for v in pair.get("variants", []):
         n = v.get("rounds") or 0
         level = (v.get("baseline_in_rounds_ms") or [None])[0]
-        if level is None and n >= 3 and len(base_rounds) >= start + n:
+        if level is None and n >= 3 and whole:
             level = statistics.median(base_rounds[start:start + n])
         start += n
         ms = v.get("median_ms")
