@@ -11,12 +11,18 @@
 # Each step has its own time limit, so a hung step still leaves the others; the script exits 1 if any step failed or
 # timed out, after running the rest. The limits are generous (a part's add up to 14-21 minutes; on an H200 the
 # walkthrough took 2.5 minutes and kernels 2.3): give a call a watchdog that packs what is there before its own limit.
+# An unknown part is refused (exit 2) before any runs.
 # What comes back: OUTDIR/ch13_<parts>.tar.gz (reports, traces, memory pictures, ncu CSVs, logs) and
 # OUTDIR/ch13_<parts>.log, <parts> the parts joined by "-".
 set -uo pipefail
 [[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 out=${1:-${OUT:?usage: scripts/h100_ch13.sh OUTDIR [PARTS]}}
 part=${2:-all}
+known="walkthrough pairs triton kernels compile"
+parts=$part; [ "$part" = all ] && parts=$known
+for p in $parts; do   # every part named is known before any runs
+  [[ " $known " == *" $p "* ]] || { echo "error: unknown part $p (one or more of: $known; or all)" >&2; exit 2; }
+done
 py=${PYTHON:-python3}
 work=$(mktemp -d)
 mkdir -p "$out" "$work/logs"
@@ -78,10 +84,8 @@ run_part() {
       verdicts compile
       TAIL=5 step graph_memory 180 $py ch13/graph_memory.py --out "$work/graph_memory"
       TAIL=3 step pytest_ch13_gpu 300 $py -m pytest -q tests/test_ch13.py ;;
-    *) echo "unknown part $1 (walkthrough, pairs, triton, kernels, compile or all)" >&2; rc=1; failed="$failed $1" ;;
   esac
 }
-if [ "$part" = all ]; then parts="walkthrough pairs triton kernels compile"; else parts=$part; fi
 tag=${part// /-}
 for p in $parts; do run_part "$p"; done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv > "$work/logs/gpu.csv" 2>/dev/null

@@ -7,12 +7,18 @@
 # shorten it with BATCHING_ARGS. tp_decode is the 2-GPU script's.
 # Each step has its own time limit (so a hung step still leaves the others and the archive); the script
 # exits 1 if any step failed or timed out, after running the rest.
+# An unknown part is refused (exit 2) before any runs.
 # What comes back: OUTDIR/ch16_<part>.tar.gz (reports, JSON, figures, logs) and OUTDIR/ch16_<part>.log,
 # few files at the top of OUTDIR, because a device run returns at most 8 files.
 set -uo pipefail
 [[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 out=${1:-${OUT:?usage: scripts/h100_ch16.sh OUTDIR [PARTS]}}
 part=${2:-all}
+known="decode serving probe sweeps server"
+parts=$part; [ "$part" = all ] && parts=$known
+for p in $parts; do   # every part named is known before any runs
+  [[ " $known " == *" $p "* ]] || { echo "error: unknown part $p (one or more of: $known; or all)" >&2; exit 2; }
+done
 py=${PYTHON:-python3}
 work=$(mktemp -d)
 mkdir -p "$out" "$work/logs"
@@ -47,10 +53,8 @@ run_part() {
       step server_1gpu_1b 240 $py ch16/symmetric_memory_inference.py --device cuda --config llama-1b --depth 2 --prompt 64 \
         --new 32 --k 4 --requests 16 --out "$work/server_1gpu_1b.json"
       TAIL=3 step pytest_ch16_gpu 300 $py -m pytest -q tests/test_ch16.py ;;
-    *) echo "unknown part $1 (decode, serving, probe, sweeps, server or all)" >&2; rc=1; failed="$failed $1" ;;
   esac
 }
-if [ "$part" = all ]; then parts="decode serving probe sweeps server"; else parts=$part; fi
 tag=${part// /-}
 for p in $parts; do run_part "$p"; done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv > "$work/logs/gpu.csv" 2>/dev/null

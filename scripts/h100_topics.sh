@@ -6,11 +6,17 @@
 # PAIRS: the pairs part's pairs (default: the five of the issue). About 9 minutes on an H100 for all.
 # Each step has its own time limit, so a hung step still leaves the others and the archive; exit 1 if any step
 # failed (a negative control must fail: its step passes when the sample exits 1 and says MISMATCH).
+# An unknown part is refused (exit 2) before any runs.
 # What comes back: OUTDIR/topics_<parts>.tar.gz (reports, JSON, figures, logs) and OUTDIR/topics_<parts>.log.
 set -uo pipefail
 [[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 out=${1:-${OUT:?usage: scripts/h100_topics.sh OUTDIR [PARTS]}}
 part=${2:-all}
+known="samples cluster sfu warp_spec pairs zero_copy sweeps"
+parts=$part; [ "$part" = all ] && parts="samples pairs zero_copy sweeps"
+for p in $parts; do   # every part named is known before any runs
+  [[ " $known " == *" $p "* ]] || { echo "error: unknown part $p (one or more of: $known; or all)" >&2; exit 2; }
+done
 py=${PYTHON:-python3}
 work=$(mktemp -d)
 mkdir -p "$out" "$work/logs"
@@ -59,10 +65,8 @@ run_part() {
       step grad_accumulation_sweep 150 $py ch1/grad_accumulation_sweep.py --cap-gb 1 --out "$work/grad_accumulation_sweep"
       step transpose_sweep 150 $py ch13/transpose_sweep.py --out "$work/transpose_sweep"
       step wave_sweep 180 $py ch13/wave_sweep.py --out "$work/wave_sweep" ;;
-    *) echo "unknown part $1 (samples, cluster, sfu, warp_spec, pairs, zero_copy, sweeps or all)" >&2; rc=1; failed="$failed $1" ;;
   esac
 }
-if [ "$part" = all ]; then parts="samples pairs zero_copy sweeps"; else parts=$part; fi
 tag=${part// /-}
 for p in $parts; do run_part "$p"; done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,pcie.link.gen.max,pcie.link.width.max --format=csv > "$work/logs/gpu.csv" 2>/dev/null

@@ -2,8 +2,9 @@
 Those built on scripts/steps.sh (every h100_*.sh but h100_compare.sh): every step runs, a failed step fails the
 script and is named, and a step that must exit non-zero (a fixture that holds a fault, a refused --pair) fails the
 script when it does not; the scripts that archive their logs hold every step's log; h100_issue21.sh refuses an
-unknown step before any runs. The 2-GPU h200x2_ch16.sh, with step functions of its own: the exit status follows
-the steps'. No GPU: the stand-ins stand for what each step would run there."""
+unknown step, and the scripts with parts an unknown part, before any runs. The 2-GPU h200x2_ch16.sh, with step
+functions of its own: the exit status follows the steps'. No GPU: the stand-ins stand for what each step would run
+there."""
 import json
 import os
 import subprocess
@@ -111,6 +112,19 @@ class ANY_ORDER(set):
     """Equal to a list that holds each of these names once."""
     def __eq__(self, other):
         return isinstance(other, list) and len(other) == len(set(other)) and set(other) == set(self)
+
+
+@pytest.mark.parametrize("script,first", [("h100_ch13.sh", "walkthrough"), ("h100_ch16.sh", "probe"),
+                                          ("h100_topics.sh", "pairs")])
+def test_a_script_with_parts_refuses_an_unknown_part_before_any_runs(script, first, tmp_path):
+    """A misspelt part among good ones: one line naming it, exit 2, and no OUTDIR (no step ran, the good part
+    first included)."""
+    env = {**os.environ, "PATH": stand_ins(tmp_path, {tool: FAKE_TOOL for tool in ("python3", "make", "ncu")})}
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / script), str(tmp_path / "out"), f"{first} sweep"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 2 and not (tmp_path / "out").exists(), (proc.stdout, proc.stderr)
+    assert len(proc.stderr.splitlines()) == 1 and "unknown part sweep" in proc.stderr, proc.stderr
+    assert "fake" not in proc.stdout + proc.stderr
 
 
 def test_the_issue21_script_refuses_an_unknown_step_and_fails_with_a_failed_step(tmp_path):
