@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Chapter 13 on one GPU (written for an H100): the profiling walkthrough, then the pairs, each part meant to stay under
-# 10 minutes (session 35 ran each command of it apart on the H100, not the script as a whole).
+# 10 minutes (session 35 ran each command of it apart on the H100; sessions 65-66 ran each part on an H200).
 # Usage: scripts/h100_ch13.sh OUTDIR [PARTS]   PARTS: one or more (quoted) of walkthrough pairs triton kernels
 # compile, or all (the default); OUTDIR defaults to $OUT.
 # Carried wheels (git-ignored .whl/, downloaded on a machine with a registry; the GPU machine has none):
@@ -9,8 +9,9 @@
 # They install with --no-deps into /tmp/site, on PYTHONPATH; a missing wheel skips the variants that need it.
 # nsys is not installed on the GPU machine: the walkthrough says so and goes on. ncu runs where it is on PATH.
 # Each step has its own time limit, so a hung step still leaves the others; the script exits 1 if any step failed or
-# timed out, after running the rest. The limits are generous (a part's add up to 14-21 minutes; on an H200 the
-# walkthrough took 2.5 minutes and kernels 2.3): give a call a watchdog that packs what is there before its own limit.
+# timed out, after running the rest. The limits are generous (a part's add up to 14-21 minutes; on an H200 the parts
+# took 2.5 minutes (walkthrough), 4.7 (pairs), 3.1 (triton), 2.3 (kernels) and 3.6 (compile), no step over 55% of its
+# limit): give a call a watchdog that packs what is there before its own limit.
 # An unknown part is refused (exit 2) before any runs.
 # What comes back: OUTDIR/ch13_<parts>.tar.gz (reports, traces, memory pictures, ncu CSVs, logs) and
 # OUTDIR/ch13_<parts>.log, <parts> the parts joined by "-".
