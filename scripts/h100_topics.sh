@@ -4,7 +4,7 @@
 # of samples (which includes cluster, sfu and warp_spec) cluster sfu warp_spec pairs zero_copy sweeps, or all
 # (the default).
 # PAIRS: the pairs part's pairs (default: the five of the issue). About 9 minutes on an H100 for all (about 5.5 on an
-# H200, each part run apart).
+# H200, summed over the parts' runs in sessions 65-66).
 # Each step has its own time limit, so a hung step still leaves the others and the archive; exit 1 if any step
 # failed (a negative control must fail: its step passes when the sample exits 1 and says MISMATCH).
 # An unknown part is refused (exit 2) before any runs.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Call 7 (H200): is ch13/persistent_gemm's first variant slowed by the next pair's spare worker, which
 # benchmark.py starts (imports) while a compute-bound pair is timed? The pair alone (no next pair, no spare),
-# then with autotune_gemm after it (as call 2 ran it), then alone again.
+# then with autotune_gemm after it (the order of call 2, which also had --profile torch), then alone again.
 set -uo pipefail
 W=/tmp/w7; rm -rf $W; mkdir -p $W
 pack() { find $W -name '*.trace.json' -delete; find $W -type f -size +3M -delete; tar -czf $OUT/call7.tgz -C $W .; }
