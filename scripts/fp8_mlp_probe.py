@@ -17,7 +17,6 @@
   python scripts/fp8_mlp_probe.py OUT.md [--budget 2] [--up-blocks ...] [--down-blocks ...]   (GPU only)
 """
 import argparse
-import os
 import pathlib
 import sys
 
@@ -61,6 +60,7 @@ def main(argv=None):
     if not torch.cuda.is_available():
         print("error: needs a CUDA GPU", file=sys.stderr)
         return 2
+    from common.cli import git_commit
     from common.timing import time_call
     from ch13 import baseline_fp8_linear as base
     from ch13.fp8_weight_only import FP8Linear, quantize_rows
@@ -138,7 +138,7 @@ def main(argv=None):
         print(sp[-1], flush=True)
     text = (f"# The L2 state before a timed call, and PDL between fp8_linear's two layers\n\n"
             f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}, commit "
-            f"`{os.environ.get('GIT_COMMIT', 'unknown')}`. `scripts/fp8_mlp_probe.py`: each entry timed by "
+            f"`{git_commit()}`. `scripts/fp8_mlp_probe.py`: each entry timed by "
             f"common.timing.time_call (one call per sample, new activations before each, the scrub outside "
             f"the events), {a.budget} s budget. Median per call.\n\n" + "\n".join(rows)
             + "\n\nSpeedup over eager bf16 after the same scrub; blocks are (BLOCK_N, BLOCK_K, SPLIT_K, warps, "
