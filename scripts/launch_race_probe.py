@@ -37,7 +37,7 @@ def launchers(kernel, grid, kwargs, options):
     jit = functools.partial(kernel[grid], **kwargs, **options)
     compiled = jit()
     bound = [kwargs[name] for name in kernel.arg_names]
-    run = compiled[grid]
+    run = compiled[tuple(grid) + (1,) * (3 - len(grid))]   # the launcher reads all three grid dimensions
     return jit, lambda: run(*bound)
 
 
