@@ -8,7 +8,12 @@ tiles' time for 1.09 tiles of work per SM. ch13/persistent_sweep.py shows the sa
 0.0516-0.0521 ms for 132 tiles and 0.1054-0.1065 ms for 144 (8a9b340, 772297c; 92f1ef6's one reading of 0.1177
 ms is slower than its own 192 tiles, 0.1049, and is not the shape's time); the pair itself times it at ~0.100.
 
-Per call: A. Prepared once: B and the output. GPU only (a Triton kernel). --quick runs the same size.
+Per call: A (fed in place). Prepared once: B, the output and the launch: the kernel compiled and its arguments
+bound (ch13/triton_kernels.py bound_launch), in every variant alike. Through Triton's JIT each call spends 30-40
+us more of host time binding its arguments; on the H200 that made the host slower than the GPU at issuing the
+harness's samples (feed, events, launch), and the JIT's host time landed inside the timed events: the variant
+timed 105-113 us on 58-59% of its samples instead of its 70.5 (scripts/launch_race_probe.py,
+profiles/h200/persistent-launch-1350937). GPU only (a Triton kernel). --quick runs the same size.
 
 Bound: compute, in a full wave. Napkin math: 2 x 1536^2 x 8192 = 38.7 GFLOP ≈ 0.06 ms at ~650 TFLOP/s,
 if every SM were busy to the end; with the second wave nearly empty, ~0.1 ms.
@@ -36,7 +41,7 @@ def prepare(w: Workload):
     from ch13 import triton_kernels as tk
     a, b = w.inputs["a"], w.inputs["b"]
     out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
-    return lambda: tk.gemm(a, b, None, out, gelu=False, config=CONFIG)
+    return tk.gemm_launcher(a, b, None, out, gelu=False, config=CONFIG)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ output. Run it as a script for the block sizes per shape and the speed against c
 from __future__ import annotations
 
 import argparse
-import functools
 import itertools
 import os
 import subprocess
@@ -55,7 +54,7 @@ try:
 except ImportError:
     TensorDescriptor = None
 if triton is not None:
-    from ch13.triton_kernels import gelu_tanh
+    from ch13.triton_kernels import bound_launch, gelu_tanh
 
 E4M3 = torch.float8_e4m3fn
 # (BLOCK_N, BLOCK_K, SPLIT_K, warps, stages[, TMA, SWAP]) by (N, K, tokens up to 16 or 64): the best of this
@@ -243,14 +242,10 @@ class FP8Linear:
         self.out, grid, args, options = _launch(x, w8, scale, bias, gelu,
                                                 blocks or pick_blocks(x.shape[0], w8.shape[0], x.shape[1]),
                                                 pdl)
-        compiled = _fp8_linear_kernel[grid](**args, **options)      # compiles (once per configuration) and runs
-        if hasattr(compiled, "run") and hasattr(compiled, "__getitem__"):
-            self.run, self.args = compiled[grid], [args[name] for name in _fp8_linear_kernel.arg_names]
-        else:   # the CPU interpreter returns no compiled kernel: launch through the JIT
-            self.run, self.args = functools.partial(_fp8_linear_kernel[grid], **args, **options), []
+        self.run = bound_launch(_fp8_linear_kernel, grid, (), args, options)   # compiles, runs once
 
     def __call__(self) -> torch.Tensor:
-        self.run(*self.args)
+        self.run()
         return self.out
 
 

@@ -6,6 +6,7 @@ harness can load a variant and skip it with the reason.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -170,17 +171,51 @@ def _args(x, w, b, out):
             out.stride(0), out.stride(1)), M, N
 
 
+def bound_launch(kernel, grid, args: tuple, kwargs: dict, options: dict):
+    """Launch kernel once through Triton's JIT (compiling it, once per configuration), and return a callable
+    that relaunches it through the compiled kernel's own launcher with these arguments bound. The JIT binds,
+    type-checks and hashes every argument in Python on every call: on the H200's host 30-40 us more than the
+    bound launch (scripts/launch_race_probe.py), as long as a 70 us kernel. A loop that feeds the same tensors
+    every step (in place) needs none of that. The CPU interpreter returns no compiled kernel: there, the JIT."""
+    compiled = kernel[grid](*args, **kwargs, **options)
+    if not (hasattr(compiled, "run") and hasattr(compiled, "__getitem__")):
+        return functools.partial(kernel[grid], *args, **kwargs, **options)
+    values = dict(zip(kernel.arg_names, args), **kwargs)
+    run, bound = compiled[tuple(grid) + (1,) * (3 - len(grid))], [values[name] for name in kernel.arg_names]
+    return lambda: run(*bound)
+
+
+def _returning(launch, out):
+    def call():
+        launch()
+        return out
+    return call
+
+
+def _gemm_launch(x, w, b, out, gelu: bool, config):
+    """(grid, arguments, constexpr arguments, options) of gemm with config=(BM, BN, BK, stages, warps)."""
+    args, M, N = _args(x, w, b, out)
+    bm, bn, bk, s, nw = config
+    return ((triton.cdiv(M, bm) * triton.cdiv(N, bn),), args,
+            dict(HAS_BIAS=b is not None, GELU=gelu, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP=GROUP_M),
+            dict(num_stages=s, num_warps=nw))
+
+
+def gemm_launcher(x, w, b, out, gelu: bool, config):
+    """gemm with config bound to these tensors (bound_launch): call it to recompute out from their current
+    values; it returns out."""
+    return _returning(bound_launch(_gemm_kernel, *_gemm_launch(x, w, b, out, gelu, config)), out)
+
+
 def gemm(x, w, b, out, gelu: bool, config=None):
     """out = [gelu](x @ w [+ b]); autotuned over GEMM_CONFIGS unless config=(BM, BN, BK, stages, warps)."""
-    args, M, N = _args(x, w, b, out)
     if config is None:
+        args, M, N = _args(x, w, b, out)
         grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
         gemm_autotuned[grid](*args, HAS_BIAS=b is not None, GELU=gelu)
     else:
-        bm, bn, bk, s, nw = config
-        _gemm_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
-            *args, HAS_BIAS=b is not None, GELU=gelu, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP=GROUP_M,
-            num_stages=s, num_warps=nw)
+        grid, args, kwargs, options = _gemm_launch(x, w, b, out, gelu, config)
+        _gemm_kernel[grid](*args, **kwargs, **options)
     return out
 
 
@@ -215,16 +250,23 @@ class PersistentGemm:
                                 dtype=torch.float32)
         self.counts = torch.zeros(self.programs, device=out.device, dtype=torch.int32)
 
-    def __call__(self, x, w, b=None, gelu: bool = False):
+    def _launch(self, x, w, b, gelu):
         assert (x.shape[0], w.shape[1]) == tuple(self.out.shape) and x.shape[1] == w.shape[0], \
             ("x @ w must have the output's shape", tuple(x.shape), tuple(w.shape), tuple(self.out.shape))
         (xa, wa, ba, out, M, N, K, *strides), _, _ = _args(x, w, b, self.out)
         bm, bn, bk, s, nw = self.config
-        _persistent_gemm_kernel[(self.programs,)](xa, wa, ba, out, self.part, self.counts, M, N, K, *strides,
-                                                  HAS_BIAS=b is not None, GELU=gelu, BLOCK_M=bm, BLOCK_N=bn,
-                                                  BLOCK_K=bk, GROUP=GROUP_M, NUM_PROGRAMS=self.programs,
-                                                  SPLIT_TAIL=self.split_tail, num_stages=s, num_warps=nw)
-        return out
+        return ((self.programs,), (xa, wa, ba, out, self.part, self.counts, M, N, K, *strides),
+                dict(HAS_BIAS=b is not None, GELU=gelu, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP=GROUP_M,
+                     NUM_PROGRAMS=self.programs, SPLIT_TAIL=self.split_tail), dict(num_stages=s, num_warps=nw))
+
+    def __call__(self, x, w, b=None, gelu: bool = False):
+        grid, args, kwargs, options = self._launch(x, w, b, gelu)
+        _persistent_gemm_kernel[grid](*args, **kwargs, **options)
+        return self.out
+
+    def bind(self, x, w, b=None, gelu: bool = False):
+        """The call bound to these tensors (bound_launch): call it to recompute out from their current values."""
+        return _returning(bound_launch(_persistent_gemm_kernel, *self._launch(x, w, b, gelu)), self.out)
 
 
 def tiles(M: int, N: int, config) -> int:

@@ -8,8 +8,8 @@ launch binds and checks its arguments in Python on every call. Where the host fa
 start event before the kernel is launched, and the sample times the launch's host time as well.
 
 For each of the pair's two kernels (one program per tile; persistent with the split tail), launched through
-the JIT as the pair does and through the compiled kernel's own launcher (arguments bound once, as
-ch13/fp8_weight_only.py's FP8Linear does), this measures:
+the JIT (as the pair did until the commit that added this probe) and through the compiled kernel's own launcher
+with the arguments bound once (ch13/triton_kernels.py bound_launch, as the pair does now), this measures:
   head start: the GPU first sleeps 20 ms, so every sample is queued before the GPU reaches it: the events
               time the GPU alone, and the host's issue time per sample is read on the host clock;
   harness:    rounds as the harness runs them (sync, then the samples with no head start): the per-sample
@@ -18,7 +18,6 @@ ch13/fp8_weight_only.py's FP8Linear does), this measures:
   python scripts/launch_race_probe.py OUT.md [--rounds 100] [--samples 200]   (GPU only)
 """
 import argparse
-import os
 import pathlib
 import statistics
 import sys
@@ -31,18 +30,9 @@ HEAD_START_SAMPLES = 64          # 5 GPU operations each: well inside the launch
 SLOW = 1.25                      # a sample this far over the head-start median is on the slower level
 
 
-def launchers(kernel, grid, kwargs, options):
-    """(JIT launch, compiled-kernel launch) of kernel over kwargs: the second binds the arguments once."""
-    import functools
-    jit = functools.partial(kernel[grid], **kwargs, **options)
-    compiled = jit()
-    bound = [kwargs[name] for name in kernel.arg_names]
-    run = compiled[tuple(grid) + (1,) * (3 - len(grid))]   # the launcher reads all three grid dimensions
-    return jit, lambda: run(*bound)
-
-
 def calls(dev):
-    """{name: callable} for both kernels and both launch paths, on the pair's workload; and the feed."""
+    """{name: callable} for both kernels and both launch paths, on the pair's workload; the feed; and what
+    checks them (the output, the product in fp32, A and its original values)."""
     import torch
     from ch13 import triton_kernels as tk
     from ch13.baseline_persistent_gemm import CONFIG, workload
@@ -50,27 +40,15 @@ def calls(dev):
     w = workload(seed=1234, device=dev)
     a, b = w.inputs["a"], w.inputs["b"]
     src = a.clone()
-    bm, bn, bk, stages, warps = CONFIG
     out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=dev)
-    (xa, wa, ba, out, M, N, K, *strides), _, _ = tk._args(a, b, None, out)
-    names = ("sam", "sak", "swk", "swn", "scm", "scn")
-    common = dict(a_ptr=xa, w_ptr=wa, b_ptr=ba, c_ptr=out, M=M, N=N, K=K, **dict(zip(names, strides)),
-                  HAS_BIAS=False, GELU=False, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP=tk.GROUP_M)
-    options = dict(num_stages=stages, num_warps=warps)
-    plain_jit, plain_run = launchers(tk._gemm_kernel, (tk.tiles(M, N, CONFIG),), common, options)
-    sms = torch.cuda.get_device_properties(dev).multi_processor_count
-    p = tk.PersistentGemm(out, CONFIG, num_programs=sms, split_tail=True)
-    split_jit, split_run = launchers(tk._persistent_gemm_kernel, (p.programs,),
-                                     dict(common, part_ptr=p.part, count_ptr=p.counts, NUM_PROGRAMS=p.programs,
-                                          SPLIT_TAIL=p.split_tail), options)
-    pair_split = lambda: p(a, b)  # noqa: E731 - the pair's own call (PersistentGemm.__call__), JIT launch
+    split = tk.PersistentGemm(out, CONFIG, torch.cuda.get_device_properties(dev).multi_processor_count)
     feed = lambda i: rotate_into(a, src, i * SHIFT_STEP % a.numel())  # noqa: E731 - the harness's feed
-    ref = (a.float() @ b.float())
-    return {"one program per tile, JIT (the pair's baseline)": plain_jit,
-            "one program per tile, compiled launcher": plain_run,
-            "split tail, PersistentGemm (the pair's variant)": pair_split,
-            "split tail, JIT": split_jit,
-            "split tail, compiled launcher": split_run}, feed, out, ref, a, src
+    entries = {"one program per tile, JIT launch": lambda: tk.gemm(a, b, None, out, gelu=False, config=CONFIG),
+               "one program per tile, bound launch (the pair's baseline)":
+                   tk.gemm_launcher(a, b, None, out, False, CONFIG),
+               "split tail, JIT launch": lambda: split(a, b),
+               "split tail, bound launch (the pair's variant)": split.bind(a, b)}
+    return entries, feed, out, a.float() @ b.float(), a, src
 
 
 def samples(fn, feed, n, head_start):

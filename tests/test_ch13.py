@@ -471,13 +471,18 @@ for M, N, K in ((96, 96, 256), (70, 96, 100), (33, 130, 64)):
     out = torch.empty(M, N)
     tk.gemm(x, w, b, out, gelu=True, config=cfg)
     assert torch.allclose(out, ref, atol=1e-4, rtol=1e-4), (M, N, K, (out - ref).abs().max())
+    x0, launch = x.clone(), tk.gemm_launcher(x, w, b, torch.empty(M, N), True, cfg)
+    x.copy_(torch.randn(M, K))  # new values in the bound input: the next call computes from them
+    assert torch.allclose(launch(), F.gelu(x @ w + b, approximate="tanh"), atol=1e-4, rtol=1e-4), (M, N, K)
+    x.copy_(x0)
     for programs in (3, 5, 7, 64):
         for split in (False, True):
             out2 = torch.full((M, N), float("nan"))
             g = tk.PersistentGemm(out2, cfg, programs, split_tail=split)
-            for _ in range(2):     # the second call finds its partial tiles and counts zeroed by the first
-                g(x, w, b, gelu=True)
-                assert torch.allclose(out2, ref, atol=1e-4, rtol=1e-4), (M, N, K, programs, split)
+            for launch in (lambda: g(x, w, b, gelu=True), g.bind(x, w, b, gelu=True)):
+                for _ in range(2):     # the second call finds its partial tiles and counts zeroed by the first
+                    assert launch() is out2
+                    assert torch.allclose(out2, ref, atol=1e-4, rtol=1e-4), (M, N, K, programs, split)
             assert int(g.counts.abs().sum()) == 0 and float(g.part.abs().sum()) == 0
             assert g.split_tail == (split and tk.tiles(M, N, cfg) % programs != 0)
 """
@@ -485,7 +490,8 @@ for M, N, K in ((96, 96, 256), (70, 96, 100), (33, 130, 64)):
 
 def test_the_triton_gemms_under_the_interpreter_split_the_tail_and_clean_up():
     """Both GEMM kernels on the CPU (TRITON_INTERPRET=1), persistent with and without the split last wave, at
-    tile counts with no tail, a one-way tail and a split one: each equals the fp32 product, twice in a row."""
+    tile counts with no tail, a one-way tail and a split one, launched each call and bound once (a bound launch
+    reads its input's new values): each equals the fp32 product, twice in a row."""
     from test_ch16 import _run_interpreted
     _run_interpreted(GEMM_CHECK, timeout=300)
 
