@@ -9,11 +9,12 @@ tiles' time for 1.09 tiles of work per SM. ch13/persistent_sweep.py shows the sa
 ms is slower than its own 192 tiles, 0.1049, and is not the shape's time); the pair itself times it at ~0.100.
 
 Per call: A (fed in place). Prepared once: B, the output and the launch: the kernel compiled and its arguments
-bound (ch13/triton_kernels.py bound_launch), in every variant alike. Through Triton's JIT each call spends 30-40
-us more of host time binding its arguments; on the H200 that made the host slower than the GPU at issuing the
-harness's samples (feed, events, launch), and the JIT's host time landed inside the timed events: the variant
-timed 105-113 us on 58-59% of its samples instead of its 70.5 (scripts/launch_race_probe.py,
-profiles/h200/persistent-launch-1350937). GPU only (a Triton kernel). --quick runs the same size.
+bound (ch13/triton_kernels.py bound_launch), in every variant alike. Through Triton's JIT each call spent 28-43
+us more host time binding its arguments, and on the H200's host the harness's samples (feed, events, launch) were
+issued slower than the GPU ran them: the JIT's host time landed inside the timed events, and the split variant read
+a slower level (105-120 us) on 58-72% of its samples instead of its 70.5 us (scripts/launch_race_probe.py,
+profiles/h200/launch-105c17f). Bound, that share fell to 2-8%; the host still issues a sample in ~100 us, so the
+level is rarer, not gone. GPU only (a Triton kernel). --quick runs the same size.
 
 Bound: compute, in a full wave. Napkin math: 2 x 1536^2 x 8192 = 38.7 GFLOP ≈ 0.06 ms at ~650 TFLOP/s,
 if every SM were busy to the end; with the second wave nearly empty, ~0.1 ms.

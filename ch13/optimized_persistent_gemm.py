@@ -13,8 +13,8 @@ Persistence is what makes the split possible (the programs know the wave count a
 not what makes it fast: without the split (ch13/optimized_persistent_gemm_plain.py) the same persistent
 grid is no faster than one program per tile.
 
-Measured on the H100 (profiles/h100/ch13-persistent-92f1ef6/pair): 0.07237 ms a call against 0.1018,
-1.429x (1.418-1.439); 1.404x (1.397-1.411) in the chapter's run at 07ac287 (profiles/h100/ch13-07ac287). Not the one-wave time (0.0521 ms at 132
+Measured on the H100, launched through the JIT then (profiles/h100/ch13-persistent-92f1ef6/pair): 0.07237 ms
+a call against 0.1018, 1.429x (1.418-1.439); 1.404x (1.397-1.411) in the chapter's run at 07ac287 (profiles/h100/ch13-07ac287). Not the one-wave time (0.0521 ms at 132
 tiles): the split tiles add their sums through L2, and the kernel with the split compiled in holds one
 more accumulator tile of shared memory. Where the split pays and where it does not, from the sweep
 (profiles/h100/ch13-persistent-92f1ef6/persistent_sweep.md): at K = 8192 it wins where the last wave is
@@ -22,6 +22,10 @@ thin (1.55x at 1.09 waves: 1.546x at 772297c, and 1.71x in this sweep against a 
 than its own 192 tiles; in this sweep 1.28x at 2.09, 1.15x at 3.09, 1.12x at 1.45; 772297c: 1.25x, 1.19x,
 1.09x) and is even at 2.45 waves; at exact multiples of 132 there is no tail and the plain persistent kernel
 runs (0.89-0.99x one program per tile in this sweep); at K = 512 a split tile is too little work to pay for its sums (0.64-0.81x where there is a tail).
+
+On the H200 at 105c17f, launched bound (profiles/h200/launch-105c17f): 1.44x (1.42-1.45) and 1.438x
+(1.431-1.445) at 0.0714 and 0.0707 ms, and 1.20x (1.17-1.22) in a third run whose samples caught the host's lag
+(the baseline's docstring says why).
 
 Prepared once: B, the output, the fp32 tile sums and the per-tile counts (zero between calls), and the launch
 (compiled, arguments bound, as in the baseline). Per call: A (fed in place); one launch.

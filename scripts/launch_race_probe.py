@@ -79,7 +79,7 @@ def main() -> int:
     a = ap.parse_args()
     import torch
     if not torch.cuda.is_available():
-        print("error: launch_race_probe.py needs a CUDA GPU", file=sys.stderr)
+        print("error: launch_race_probe.py needs a CUDA GPU; none is visible to PyTorch", file=sys.stderr)
         return 2
     dev = torch.device("cuda")
     entries, feed, out, ref, x, src = calls(dev)

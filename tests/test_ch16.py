@@ -324,7 +324,8 @@ def test_kv_cache_sweep_with_no_context_the_model_can_hold_says_so(capsys):
 @pytest.mark.parametrize("script,args", [("ch16/kv_cache_sweep.py", ["--device", "cuda"]),
                                          ("ch16/speculative_sweep.py", ["--device", "cuda"]),
                                          ("ch16/batching.py", ["--device", "cuda"]),
-                                         ("scripts/paged_probe.py", ["out.md"])])
+                                         ("scripts/paged_probe.py", ["out.md"]),
+                                         ("scripts/launch_race_probe.py", ["out.md"])])
 def test_the_gpu_scripts_without_a_gpu_say_so_in_one_line(script, args):
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible")
