@@ -479,7 +479,8 @@ for M, N, K in ((96, 96, 256), (70, 96, 100), (33, 130, 64)):
         for split in (False, True):
             out2 = torch.full((M, N), float("nan"))
             g = tk.PersistentGemm(out2, cfg, programs, split_tail=split)
-            for launch in (lambda: g(x, w, b, gelu=True), g.bind(x, w, b, gelu=True)):
+            bound = (g.bind(x, w, b, gelu=True),) if programs == 7 else ()  # bound too at 7 programs
+            for launch in (lambda: g(x, w, b, gelu=True), *bound):
                 for _ in range(2):     # the second call finds its partial tiles and counts zeroed by the first
                     assert launch() is out2
                     assert torch.allclose(out2, ref, atol=1e-4, rtol=1e-4), (M, N, K, programs, split)
