@@ -12,9 +12,10 @@ Per call: A (fed in place). Prepared once: B, the output and the launch: the ker
 bound (ch13/triton_kernels.py bound_launch), in every variant alike. Through Triton's JIT each call spent 28-43
 us more host time binding its arguments, and on the H200's host the harness's samples (feed, events, launch) were
 issued slower than the GPU ran them: the JIT's host time landed inside the timed events, and the split variant read
-a slower level (105-120 us) on 58-72% of its samples instead of its 70.5 us (scripts/launch_race_probe.py,
-profiles/h200/launch-105c17f). Bound, that share fell to 2-8%; the host still issues a sample in ~100 us, so the
-level is rarer, not gone. GPU only (a Triton kernel). --quick runs the same size.
+over 88 us (median 105-120) on 58-72% of its samples in the probe instead of its 70.5 us
+(scripts/launch_race_probe.py, profiles/h200/launch-105c17f). Bound, 2-8% in the probe, though three pair runs
+each way do not yet show the pair steadier; the host still issues a sample in ~100 us, so the level is rarer in
+the probe, not gone. GPU only (a Triton kernel). --quick runs the same size.
 
 Bound: compute, in a full wave. Napkin math: 2 x 1536^2 x 8192 = 38.7 GFLOP ≈ 0.06 ms at ~650 TFLOP/s,
 if every SM were busy to the end; with the second wave nearly empty, ~0.1 ms.

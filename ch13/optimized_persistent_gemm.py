@@ -14,9 +14,10 @@ not what makes it fast: without the split (ch13/optimized_persistent_gemm_plain.
 grid is no faster than one program per tile.
 
 Measured on the H100, launched through the JIT then (profiles/h100/ch13-persistent-92f1ef6/pair): 0.07237 ms
-a call against 0.1018, 1.429x (1.418-1.439); 1.404x (1.397-1.411) in the chapter's run at 07ac287 (profiles/h100/ch13-07ac287). Not the one-wave time (0.0521 ms at 132
-tiles): the split tiles add their sums through L2, and the kernel with the split compiled in holds one
-more accumulator tile of shared memory. Where the split pays and where it does not, from the sweep
+a call against 0.1018, 1.429x (1.418-1.439); 1.404x (1.397-1.411) in the chapter's run at 07ac287
+(profiles/h100/ch13-07ac287). Not the one-wave time (0.0521 ms at 132 tiles): the split tiles add their sums
+through L2, and the kernel with the split compiled in holds one more accumulator tile of shared memory. Where the
+split pays and where it does not, from the sweep
 (profiles/h100/ch13-persistent-92f1ef6/persistent_sweep.md): at K = 8192 it wins where the last wave is
 thin (1.55x at 1.09 waves: 1.546x at 772297c, and 1.71x in this sweep against a plain reading, 0.1177 ms, slower
 than its own 192 tiles; in this sweep 1.28x at 2.09, 1.15x at 3.09, 1.12x at 1.45; 772297c: 1.25x, 1.19x,

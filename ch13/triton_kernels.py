@@ -175,8 +175,9 @@ def bound_launch(kernel, grid, args: tuple, kwargs: dict, options: dict):
     """Launch kernel once through Triton's JIT (compiling it, once per configuration), and return a callable
     that relaunches it through the compiled kernel's own launcher with these arguments bound. The JIT binds,
     type-checks and hashes every argument in Python on every call: on the H200's host 28-43 us more than the
-    bound launch (scripts/launch_race_probe.py), over half as long as a 70 us kernel. A loop that feeds the same tensors
-    every step (in place) needs none of that. The CPU interpreter returns no compiled kernel: there, the JIT."""
+    bound launch (scripts/launch_race_probe.py), 40-60% of a 70 us kernel (the JIT path, wrapper included). A
+    loop that feeds the same tensors every step (in place) needs none of that. The CPU interpreter returns no
+    compiled kernel: there, the JIT."""
     compiled = kernel[grid](*args, **kwargs, **options)
     if not (hasattr(compiled, "run") and hasattr(compiled, "__getitem__")):
         return functools.partial(kernel[grid], *args, **kwargs, **options)

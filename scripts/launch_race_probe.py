@@ -8,7 +8,7 @@ launch binds and checks its arguments in Python on every call. Where the host fa
 start event before the kernel is launched, and the sample times the launch's host time as well.
 
 For each of the pair's two kernels (one program per tile; persistent with the split tail), launched through
-the JIT (as the pair did until the commit that added this probe) and through the compiled kernel's own launcher
+the JIT (as the pair did until 105c17f) and through the compiled kernel's own launcher
 with the arguments bound once (ch13/triton_kernels.py bound_launch, as the pair does now), this measures:
   head start: the GPU first sleeps 20 ms, so every sample is queued before the GPU reaches it: the events
               time the GPU alone, and the host's issue time per sample is read on the host clock;
