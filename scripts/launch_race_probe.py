@@ -81,6 +81,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("error: launch_race_probe.py needs a CUDA GPU; none is visible to PyTorch", file=sys.stderr)
         return 2
+    from common.cli import git_commit
     dev = torch.device("cuda")
     entries, feed, out, ref, x, src = calls(dev)
     for name, fn in entries.items():   # every path computes the product (the feed restored A first)
@@ -132,11 +133,6 @@ def main() -> int:
     a.out.write_text(text)
     print(text)
     return 0
-
-
-def git_commit():
-    from common.cli import git_commit as commit
-    return commit()
 
 
 if __name__ == "__main__":
