@@ -275,6 +275,7 @@ class Timed:
     per_call: list = dataclasses.field(default_factory=list)     # seconds, every sample
     round_s: list = dataclasses.field(default_factory=list)      # each round's median per-call time
     wall_ratios: list = dataclasses.field(default_factory=list)  # each round's host wall over its event span
+    events: list = dataclasses.field(default_factory=list)       # CUDA events its rounds record, reused
     error: Exception | None = None
 
 
@@ -285,20 +286,23 @@ def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | No
     round runs at least `t.streak` samples, and the output of its last call (the one with the most calls back to
     back before it) is copied after that sample's closing event, so the copy is not timed."""
     torch.cuda.synchronize(device)
-    first = torch.cuda.Event(enable_timing=True)
-    first.record()
+    n = max(t.rnd, t.streak) if keep else t.rnd
+    while len(t.events) < 2 * n + 1:   # made once and reused: making two cost the H200's host ~3 us a sample
+        t.events.append(torch.cuda.Event(enable_timing=True))
+    first, stream = t.events[-1], torch.cuda.current_stream()
+    first.record(stream)
     # The host clock starts once the GPU has reached the round: while another process holds the GPU, the wait
     # for it to let go is neither span nor escaped work (this process's own work all ended at the sync above)
     first.synchronize()
     t0 = time.perf_counter()
     pending, out = [], None
-    for _ in range(max(t.rnd, t.streak) if keep else t.rnd):
+    for i in range(n):
         t.between()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
+        s, e = t.events[2 * i], t.events[2 * i + 1]
+        s.record(stream)
         for _ in range(t.calls):
             out = t.fn()
-        e.record()
+        e.record(stream)
         pending.append((s, e))
     on_host = keep and _on_host(out)
     if on_host:  # a caller reads a host output (a non_blocking copy back) once its stream has finished

@@ -174,7 +174,7 @@ class FakeGPU:
             def __init__(self, enable_timing=True):
                 self.t = None
 
-            def record(self):
+            def record(self, stream=None):
                 gpu.host += 2e-6
                 self.t = gpu.main_end = max(gpu.host, gpu.main_end, gpu.held_until)
 
@@ -209,6 +209,7 @@ def round_check(monkeypatch, gpu):
     from common import timing
     monkeypatch.setattr(timing.torch.cuda, "Event", gpu.Event)
     monkeypatch.setattr(timing.torch.cuda, "synchronize", gpu.synchronize)
+    monkeypatch.setattr(timing.torch.cuda, "current_stream", lambda: None)   # the one stream the fake has
     monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=gpu.perf_counter))
     monkeypatch.setattr(timing, "MEDIAN_CI_TARGET", -1.0)  # identical simulated samples: run until the budget
     t = timing.Timed(gpu.call, timing.Between(None, None), rnd=timing._round_size(gpu.main_s + gpu.side_s))
@@ -327,3 +328,18 @@ def test_the_feed_rotates_non_contiguous_inputs_and_says_when_values_repeat():
     own = References(pair, torch.device("cpu"), quick=True).own_copy()
     n = own.w.inputs["x"].numel()
     assert own.new_every_sample(n) and not own.new_every_sample(n + 1)
+
+
+@pytest.mark.parametrize("limit", [64 << 20, 0])   # seed B's values laid twice (one copy), or rotate_into's two
+def test_the_timed_loops_feed_writes_seed_b_rotated_by_each_new_shift(monkeypatch, limit):
+    from common import inputs
+    from common.discover import load_pair
+    monkeypatch.setattr(inputs, "TWICE_BYTES", limit)
+    pair = load_pair(80, "trust", FIXTURES / "ch80" / "baseline_trust.py", [FIXTURES / "ch80" / "optimized_trust_b_correct.py"])
+    own = References(pair, torch.device("cpu"), quick=True).own_copy()
+    x = own.w.inputs["x"]
+    for i in (0, 1, 2, x.numel() - 1):
+        own.feed_new(i)
+        shift = i * inputs.SHIFT_STEP % x.numel()
+        assert torch.equal(x, own.refs.fresh["x"].reshape(-1).roll(shift).view_as(x)), i
+    assert set(own.refs.twice) == ({"x"} if limit else set())   # w, prepared once, is never fed
