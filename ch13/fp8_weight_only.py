@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
-import subprocess
 import sys
 import pathlib
 
@@ -302,11 +300,11 @@ def sweep(shapes, tokens, out_md: pathlib.Path | None, **space):
                          f"{base_host:.4f}, {host:.4f}, {bound:.4f} | {err:.1e} |")
             print(lines[-1], flush=True)
         del ws, qs
-    commit = os.environ.get("GIT_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                                             text=True, cwd=pathlib.Path(__file__).parent).stdout.strip()
+    from common.cli import git_commit
+    commit = git_commit()
     text = (f"# Weight-only float8 (ch13/fp8_weight_only.py) against cuBLAS bf16 F.linear\n\n"
             f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}, Triton {triton.__version__}, commit "
-            f"`{commit or 'unknown'}`. Per call: "
+            f"`{commit}`. Per call: "
             f"the median of 30 replays of a CUDA graph of calls over weight copies larger than 3x L2 together (the "
             f"kernels' time; the fp8 ones as FP8Linear objects, buffers allocated once); beside it, the same calls "
             f"launched one by one (with the host's launch cost), the fp8 ones through Triton's JIT (fp8_linear, "

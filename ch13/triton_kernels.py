@@ -182,6 +182,7 @@ def bound_launch(kernel, grid, args: tuple, kwargs: dict, options: dict):
     if not (hasattr(compiled, "run") and hasattr(compiled, "__getitem__")):
         return functools.partial(kernel[grid], *args, **kwargs, **options)
     values = dict(zip(kernel.arg_names, args), **kwargs)
+    values.update({p.name: p.default for p in kernel.params if p.name not in values and p.has_default})
     run, bound = compiled[tuple(grid) + (1,) * (3 - len(grid))], [values[name] for name in kernel.arg_names]
     return lambda: run(*bound)
 
@@ -204,7 +205,10 @@ def _gemm_launch(x, w, b, out, gelu: bool, config):
 
 def gemm_launcher(x, w, b, out, gelu: bool, config):
     """gemm with config bound to these tensors (bound_launch): call it to recompute out from their current
-    values; it returns out."""
+    values; it returns out. One configuration, not the autotuner's choice per call."""
+    if config is None:
+        raise ValueError("gemm_launcher binds one configuration (BM, BN, BK, stages, warps); config=None autotunes "
+                         "per call: use gemm")
     return _returning(bound_launch(_gemm_kernel, *_gemm_launch(x, w, b, out, gelu, config)), out)
 
 

@@ -537,3 +537,30 @@ def test_step_metrics_count_kernels_not_the_steps_own_gpu_range():
     m = step_metrics(events, 2, on_gpu=True)
     assert m["kernels_per_step"] == 2 and m["mean_kernel_us"] == 1000
     assert abs(m["gpu_idle_pct"] - 80.0) < 1e-9 and abs(m["gpu_busy_ms_per_step"] - 2.0) < 1e-9
+
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:   # the test below skips
+    triton = None
+else:
+    @triton.jit
+    def _scaled_copy(x_ptr, y_ptr, n, FACTOR: tl.constexpr = 3.0, BLOCK: tl.constexpr = 256):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + i, tl.load(x_ptr + i, mask=i < n) * FACTOR, mask=i < n)
+
+
+@pytest.mark.skipif(no_gpu() or triton is None, reason="a compiled launcher needs a GPU and Triton (the CPU "
+                                                         "interpreter has none: bound_launch falls back to the JIT)")
+def test_a_bound_launch_fills_in_the_parameters_left_at_their_default():
+    import torch
+    from ch13.triton_kernels import bound_launch
+    x = torch.randn(1000, device="cuda")
+    y = torch.empty_like(x)
+    launch = bound_launch(_scaled_copy, (4,), (x, y, x.numel()), {}, {})             # FACTOR and BLOCK left out
+    x.copy_(torch.randn(1000, device="cuda"))
+    launch()
+    assert torch.equal(y, x * 3.0)
+    bound_launch(_scaled_copy, (8,), (x, y, x.numel()), {"FACTOR": 2.0, "BLOCK": 128}, {})()   # given: not the defaults
+    assert torch.equal(y, x * 2.0)
