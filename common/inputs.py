@@ -51,8 +51,8 @@ class References:
             if complaint:
                 raise ValueError(f"{self.pair.key}: {complaint} (seed {self.seed_b})")
             # Any rotation of these values is then one window of `twice`, written in one copy: the timed loop's
-            # feed costs the host one copy, not rotate_into's two (on the H200's host 35-50 us a sample, more
-            # than a short call's GPU time). Larger inputs' copies take the GPU longer than the host's issue.
+            # feed costs the host one copy, not rotate_into's two (on an H200's host 16.9 us a sample, not 33.8:
+            # profiles/h200/harness-b7052f2). Larger inputs' copies take the GPU longer than the host's issue.
             self.twice = {k: torch.cat((v.reshape(-1), v.reshape(-1))) for k, v in self._fresh.items()
                           if v.is_floating_point() and k not in self.a.derived and k not in self.a.updated
                           and v.numel() * v.element_size() <= TWICE_BYTES}
