@@ -16,8 +16,8 @@ over 88 us (median 105-120) on 58-72% of its samples in the probe instead of its
 (scripts/launch_race_probe.py, profiles/h200/launch-105c17f). Bound, 2-8% in the probe, though three pair runs
 each way do not yet show the pair steadier; that host still issued a sample in ~100 us, so the level was rarer in
 the probe, not gone. Since b7052f2 the harness's feed and events cost the host less (33.8 -> 16.9 and 17.8 -> 7.2
-us on another H200 host, profiles/h200/harness-b7052f2); a host that slow has not been lent again. GPU only (a
-Triton kernel). --quick runs the same size.
+us on another H200 host, profiles/h200/harness-b7052f2); the pair has not run since on a host measured that slow.
+GPU only (a Triton kernel). --quick runs the same size.
 
 Bound: compute, in a full wave. Napkin math: 2 x 1536^2 x 8192 = 38.7 GFLOP ≈ 0.06 ms at ~650 TFLOP/s,
 if every SM were busy to the end; with the second wave nearly empty, ~0.1 ms.

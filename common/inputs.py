@@ -53,9 +53,10 @@ class References:
             # Any rotation of these values is then one window of `twice`, written in one copy: the timed loop's
             # feed costs the host one copy, not rotate_into's two (on an H200's host 16.9 us a sample, not 33.8:
             # profiles/h200/harness-b7052f2). Larger inputs' copies take the GPU longer than the host's issue.
+            # The limit is per input: a pair with several keeps each one's twice.
             self.twice = {k: torch.cat((v.reshape(-1), v.reshape(-1))) for k, v in self._fresh.items()
                           if v.is_floating_point() and k not in self.a.derived and k not in self.a.updated
-                          and v.numel() * v.element_size() <= TWICE_BYTES}
+                          and 0 < v.numel() * v.element_size() <= TWICE_BYTES}
         return self._fresh
 
     def own_copy(self) -> "OwnInputs":
@@ -113,8 +114,9 @@ class OwnInputs:
                 value, dst = src[k], self.w.inputs[k].data
                 if shift is not None and (k in derived or k in updated):
                     continue  # derived: written below, from the values just fed; the state: left as it is
-                twice = self.refs.twice.get(k) if which == "b" and dst.is_contiguous() else None
-                if shift is not None and twice is not None:  # rotated by `shift`: the window that starts n - shift
+                twice = self.refs.twice.get(k) if which == "b" else None
+                if (shift is not None and twice is not None and dst.is_contiguous()
+                        and 2 * dst.numel() == twice.numel()):  # rotated by `shift`: the window from n - shift
                     n = value.numel()
                     dst.copy_(twice.as_strided(dst.shape, dst.stride(), n - shift % n))
                 elif shift is not None and value.is_floating_point():

@@ -288,7 +288,7 @@ def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | No
     torch.cuda.synchronize(device)
     n = max(t.rnd, t.streak) if keep else t.rnd
     # Events made once and reused, recorded on the stream fetched once: on an H200's host two new events recorded
-    # cost 17.8 us a sample, two reused ones 7.2 (profiles/h200/harness-b7052f2), inside a host-bound call's span
+    # cost 17.8 us a sample, two reused 15.0, two reused on a given stream 7.2 (profiles/h200/harness-b7052f2)
     while len(t.events) < 2 * n + 1:
         t.events.append(torch.cuda.Event(enable_timing=True))
     first, stream = t.events[-1], torch.cuda.current_stream()

@@ -167,12 +167,13 @@ class FakeGPU:
         self.host = self.main_end = self.side_end = self.held_until = 0.0
         self.main_s, self.side_s, self.launch_s = main_s, side_s, launch_s
         self.stall_s, self.stall_round, self.syncs = stall_s, stall_round, 0
-        self.neighbour_s = neighbour_s
+        self.neighbour_s, self.made = neighbour_s, 0   # made: events constructed
         gpu = self
 
         class Event:
             def __init__(self, enable_timing=True):
                 self.t = None
+                gpu.made += 1
 
             def record(self, stream=None):
                 gpu.host += 2e-6
@@ -203,7 +204,7 @@ class FakeGPU:
         return self.host
 
 
-def round_check(monkeypatch, gpu):
+def on_fake_gpu(monkeypatch, gpu):
     import types
 
     from common import timing
@@ -211,6 +212,20 @@ def round_check(monkeypatch, gpu):
     monkeypatch.setattr(timing.torch.cuda, "synchronize", gpu.synchronize)
     monkeypatch.setattr(timing.torch.cuda, "current_stream", lambda: None)   # the one stream the fake has
     monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=gpu.perf_counter))
+    return timing
+
+
+def test_rounds_record_events_made_once(monkeypatch):
+    gpu = FakeGPU(main_s=3e-4)
+    timing = on_fake_gpu(monkeypatch, gpu)
+    t = timing.Timed(gpu.call, timing.Between(None, None), rnd=5, streak=16)
+    sizes = [len(timing._round_events(t, None, keep)[0]) for keep in (False, True, False, True)]
+    assert sizes == [5, 16, 5, 16]
+    assert gpu.made == 2 * 16 + 1   # the longest round's pairs and the span's first event, none made again
+
+
+def round_check(monkeypatch, gpu):
+    timing = on_fake_gpu(monkeypatch, gpu)
     monkeypatch.setattr(timing, "MEDIAN_CI_TARGET", -1.0)  # identical simulated samples: run until the budget
     t = timing.Timed(gpu.call, timing.Between(None, None), rnd=timing._round_size(gpu.main_s + gpu.side_s))
     timing._rounds_alone(t, None, budget_s=0.5, agree=lambda x: x, events=True)
@@ -330,16 +345,42 @@ def test_the_feed_rotates_non_contiguous_inputs_and_says_when_values_repeat():
     assert own.new_every_sample(n) and not own.new_every_sample(n + 1)
 
 
+FEED_SHAPES = """
+"Fixture: per-call inputs of every shape the timed loop's feed meets."
+import torch
+from common import Workload
+BOUND = "memory"
+
+
+def workload(seed, device, quick=False):
+    g = torch.Generator(device=device).manual_seed(seed)
+    r = lambda *shape: torch.randn(*shape, generator=g, device=device)  # noqa: E731
+    return Workload(inputs={"m": r(6, 5), "ones": r(1, 7, 1), "scalar": r(()), "empty": r(0),
+                            "bf16": r(4, 3).bfloat16(), "wide": r(5, 8).t()}, bytes_moved=1.0)
+
+
+def prepare(w):
+    return lambda: w.inputs["m"].sum()
+"""
+
+
 @pytest.mark.parametrize("limit", [64 << 20, 0])   # seed B's values laid twice (one copy), or rotate_into's two
-def test_the_timed_loops_feed_writes_seed_b_rotated_by_each_new_shift(monkeypatch, limit):
+def test_the_timed_loops_feed_writes_seed_b_rotated_by_each_new_shift(monkeypatch, tmp_path, limit):
     from common import inputs
     from common.discover import load_pair
+    (tmp_path / "baseline_shapes.py").write_text(FEED_SHAPES)
+    (tmp_path / "optimized_shapes.py").write_text("def prepare(w):\n    return lambda: w.inputs['m'].sum()\n")
     monkeypatch.setattr(inputs, "TWICE_BYTES", limit)
-    pair = load_pair(80, "trust", FIXTURES / "ch80" / "baseline_trust.py", [FIXTURES / "ch80" / "optimized_trust_b_correct.py"])
+    rotated = []   # the inputs fed through rotate_into's two copies
+    monkeypatch.setattr(inputs, "rotate_into", lambda dst, src, k, two=inputs.rotate_into: (rotated.append(src.numel()),
+                                                                                           two(dst, src, k)))
+    pair = load_pair(80, "shapes", tmp_path / "baseline_shapes.py", [tmp_path / "optimized_shapes.py"])
     own = References(pair, torch.device("cpu"), quick=True).own_copy()
-    x = own.w.inputs["x"]
-    for i in (0, 1, 2, x.numel() - 1):
+    for i in (0, 1, 2, 29):
         own.feed_new(i)
-        shift = i * inputs.SHIFT_STEP % x.numel()
-        assert torch.equal(x, own.refs.fresh["x"].reshape(-1).roll(shift).view_as(x)), i
-    assert set(own.refs.twice) == ({"x"} if limit else set())   # w, prepared once, is never fed
+        for k, x in own.w.inputs.items():
+            shift = i * inputs.SHIFT_STEP % max(1, x.numel())
+            assert torch.equal(x, own.refs.fresh[k].reshape(-1).roll(shift).view_as(x)), (k, i)
+    # one copy for every non-empty input, the transposed one too (its dst is not contiguous: rotate_into)
+    assert set(own.refs.twice) == ({"m", "ones", "scalar", "bf16", "wide"} if limit else set())
+    assert sorted(set(rotated)) == ([0, 40] if limit else [0, 1, 7, 12, 30, 40])
