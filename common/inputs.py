@@ -53,10 +53,11 @@ class References:
             # Any rotation of these values is then one window of `twice`, written in one copy: the timed loop's
             # feed costs the host one copy, not rotate_into's two (on an H200's host 16.9 us a sample, not 33.8:
             # profiles/h200/harness-b7052f2). Larger inputs' copies take the GPU longer than the host's issue.
-            # The limit is per input: a pair with several keeps each one's twice.
+            # The limit is per input: a pair with several keeps each one's twice. A non-contiguous input (its
+            # copy too) takes rotate_into's path, so it is not kept twice.
             self.twice = {k: torch.cat((v.reshape(-1), v.reshape(-1))) for k, v in self._fresh.items()
-                          if v.is_floating_point() and k not in self.a.derived and k not in self.a.updated
-                          and 0 < v.numel() * v.element_size() <= TWICE_BYTES}
+                          if v.is_floating_point() and v.is_contiguous() and k not in self.a.derived
+                          and k not in self.a.updated and 0 < v.numel() * v.element_size() <= TWICE_BYTES}
         return self._fresh
 
     def own_copy(self) -> "OwnInputs":
