@@ -511,7 +511,7 @@ k_ref, v_ref = cache.k.clone(), cache.v.clone()
 def rel(a, b):
     return float((a.reshape(-1) - b.reshape(-1)).norm() / b.reshape(-1).norm())
 # The products' kernels do the same work at any split count: the first run takes the pairs' rows per program,
-# later ones 64 rows (fewer programs for the interpreter to run; the attention kernels are unchanged)
+# later ones 64 rows (QKV: one head's rows), so the interpreter runs fewer programs; attention is unchanged
 WIDE = {"qkv": (cfg.head_dim, 4), "wo": (64, 8), "w13": (64, 4), "w2": (64, 4), "head": (64, 4)}
 for i, splits in enumerate(SPLITS):   # 1: two blocks of keys in one program; 32: most programs empty
     cache.k.copy_(k0); cache.v.copy_(v0)
