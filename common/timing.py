@@ -308,7 +308,7 @@ def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | No
         pending.append((s, e))
     on_host = keep and _on_host(out)
     if on_host:  # a caller reads a host output (a non_blocking copy back) once its stream has finished
-        torch.cuda.current_stream().synchronize()
+        stream.synchronize()
     kept = _clone(out) if keep else None   # a GPU output: on the caller's stream
     torch.cuda.synchronize(device)
     wall = time.perf_counter() - t0
