@@ -1,6 +1,5 @@
 """ch13/autotune_sweep.py on a CPU: its occupancy, payback and "why" arithmetic on inputs whose answers are worked out
 by hand, one shape swept end to end with a stand-in for the Triton module, and the one-line error without a GPU."""
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -9,6 +8,7 @@ import pytest
 import torch
 
 from ch13 import autotune_sweep as sweep
+from conftest import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -185,8 +185,7 @@ def test_the_markdown_has_one_cell_per_column_and_says_gemlite_is_absent(one_sha
 @pytest.mark.skipif(torch.cuda.is_available(), reason="with a GPU the sweep runs")
 def test_without_a_gpu_it_says_so_in_one_line_and_writes_nothing(tmp_path):
     out = tmp_path / "sweep"
-    r = subprocess.run([sys.executable, "ch13/autotune_sweep.py", "--out", str(out)], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+    r = run_script(ROOT / "ch13" / "autotune_sweep.py", "--out", str(out), timeout=120)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "GPU" in lines[0], r.stderr
     assert "Traceback" not in r.stderr + r.stdout and not out.exists()

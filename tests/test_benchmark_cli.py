@@ -365,18 +365,15 @@ def test_benchmark_without_its_dependencies_says_how_to_get_them(tmp_path):
 
 
 def test_a_pair_file_takes_only_its_own_options():
-    import subprocess
-    import sys
-    from conftest import ROOT
-    pair_file = str(ROOT / "ch1" / "baseline_batched_gemm.py")
-    proc = subprocess.run([sys.executable, pair_file, "--help"], capture_output=True, text=True, timeout=120)
+    from conftest import ROOT, run_script
+    pair_file = ROOT / "ch1" / "baseline_batched_gemm.py"
+    proc = run_script(pair_file, "--help", timeout=120)
     assert proc.returncode == 0
     for option in ("--quick", "--device", "--budget", "--timeout", "--profile", "--output"):
         assert option in proc.stdout, option
     for option in ("--pair", "--chapter", "--list", "--compare", "--peaks", "--no-report"):
         assert option not in proc.stdout, option
-    proc = subprocess.run([sys.executable, pair_file, "--pair", "coalescing"], capture_output=True, text=True,
-                          timeout=120)
+    proc = run_script(pair_file, "--pair", "coalescing", timeout=120)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "--pair is an option of benchmark.py" in lines[0], proc.stderr

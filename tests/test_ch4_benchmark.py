@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import run_script
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -175,16 +177,15 @@ def test_sizes_parse_and_sweep_by_device():
 
 @pytest.mark.parametrize("budget", ["0", "-1", "nan"])
 def test_a_budget_that_is_not_a_positive_number_of_seconds_is_refused(budget):
-    proc = subprocess.run([sys.executable, str(ROOT / "ch4" / "nvshmem_vs_nccl_benchmark.py"), "--budget", budget],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = run_script(ROOT / "ch4" / "nvshmem_vs_nccl_benchmark.py", "--budget", budget, timeout=120)
     assert proc.returncode == 2 and "a budget is a positive number of seconds" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("sizes", [["3X"], ["4K", "0"], ["K"]])
 def test_a_bad_size_is_one_line_before_any_process_or_folder(tmp_path, sizes):
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, str(ROOT / "ch4" / "nvshmem_vs_nccl_benchmark.py"), "--output", str(out),
-                           "--sizes", *sizes], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = run_script(ROOT / "ch4" / "nvshmem_vs_nccl_benchmark.py", "--output", str(out), "--sizes", *sizes,
+                      timeout=120)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "a size is a positive byte count" in lines[0], proc.stderr
     assert not out.exists()   # no torchrun was started and no report folder made

@@ -142,12 +142,11 @@ def test_probe_concurrency_is_a_script_that_explains_a_missing_gpu():
     import importlib
     import torch
     importlib.import_module("ch11.probe_concurrency")  # must not start measuring
-    helped = subprocess.run([sys.executable, str(ROOT / "ch11" / "probe_concurrency.py"), "--help"],
-                            capture_output=True, text=True, timeout=120, cwd="/")  # explains, measures nothing
+    from conftest import run_script
+    helped = run_script(ROOT / "ch11" / "probe_concurrency.py", "--help", timeout=120, cwd="/")  # measures nothing
     assert helped.returncode == 0 and "8 streams" in helped.stdout and "ms," not in helped.stdout, helped.stderr
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the probe would measure")
-    proc = subprocess.run([sys.executable, str(ROOT / "ch11" / "probe_concurrency.py")], capture_output=True,
-                          text=True, timeout=120, cwd="/")
+    proc = run_script(ROOT / "ch11" / "probe_concurrency.py", timeout=120, cwd="/")
     assert proc.returncode == 2 and proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and "needs a CUDA GPU" in proc.stderr

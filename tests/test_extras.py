@@ -38,7 +38,9 @@ def repo(tmp_path):
 
 def make(repo, *args, **env):
     path, log = repo
-    clean = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "EXTRAS")}
+    # the Makefile's own variables too: `make test ARGS=--durations=10` puts ARGS in this process's environment
+    own = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "EXTRAS", "ARGS", "JOBS", "VENV", "PYTHON")
+    clean = {k: v for k, v in os.environ.items() if k not in own}
     proc = subprocess.run(["make", "-C", str(path), *args], capture_output=True, text=True, timeout=60,
                           env={**clean, **env})
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,6 +1,5 @@
 """ch13/graph_memory.py on a CPU: its error paths, its bookkeeping, and the measuring loop with fake memory readers."""
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +16,8 @@ SCRIPT = str(ROOT / "ch13" / "graph_memory.py")
 
 
 def script(*args):
-    return subprocess.run([sys.executable, SCRIPT, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    from conftest import run_script
+    return run_script(SCRIPT, *args, timeout=120)
 
 
 def test_help_works():

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import run_script
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -121,8 +123,7 @@ def test_a_failed_check_is_reported_whole_when_the_other_rank_finishes_first(tmp
 
 def test_started_without_torchrun_it_says_how_in_one_line():
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    proc = subprocess.run([sys.executable, str(ROOT / "ch4" / "nvshmem_training_example.py")], capture_output=True,
-                          text=True, timeout=120, env=env)
+    proc = run_script(ROOT / "ch4" / "nvshmem_training_example.py", timeout=120, env=env)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and proc.stdout == "" and len(lines) == 1, proc.stderr[-2000:]
     assert lines[0].startswith("error: ") and "torchrun --nproc_per_node=2" in lines[0]

@@ -684,12 +684,9 @@ def test_an_interrupted_run_names_what_did_not_run():
 
 @pytest.mark.parametrize("content", ["[1, 2]", "{not json", '{"pairs": []}'])
 def test_redraw_figures_refuses_a_file_that_is_not_a_report_in_one_line(tmp_path, content):
-    import subprocess
-    import sys
-    from conftest import ROOT
+    from conftest import ROOT, run_script
     (tmp_path / "results.json").write_text(content)
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "redraw_figures.py"), str(tmp_path / "results.json")],
-                          capture_output=True, text=True, timeout=120)
+    proc = run_script(ROOT / "scripts" / "redraw_figures.py", str(tmp_path / "results.json"), timeout=120)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     assert not (tmp_path / "speedup.png").exists()

@@ -96,14 +96,12 @@ def test_one_rank_serves_both_models_from_one_pool(tmp_path):
 
 
 def test_asking_for_cuda_without_a_gpu_is_one_line_and_exit_2():
-    import subprocess
-    import sys
     import torch
     from conftest import ROOT
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible")
-    proc = subprocess.run([sys.executable, "ch16/symmetric_memory_inference.py", "--device", "cuda"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    from conftest import run_script
+    proc = run_script(ROOT / "ch16" / "symmetric_memory_inference.py", "--device", "cuda", timeout=120)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert lines[0].startswith("error:") and "needs a CUDA GPU; none is visible to PyTorch" in lines[0]
