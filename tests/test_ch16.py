@@ -396,7 +396,6 @@ def test_decode_profile_redraws_its_table_and_says_when_it_needs_a_gpu(tmp_path)
     """The per-kernel-class table and figure from a run's JSON, a failed variant shown as failed; without a
     GPU a measuring run is a one-line error and exit 2."""
     import json
-    import sys
     from ch16 import decode_profile as dp
     row = {"ms": 1.0, "pct_of_floor": 53.4, "class_us": dict(zip(dp.CLASSES[:-1], (700.0, 100.0, 120.0, 30.0))),
            "class_kernels": dict(zip(dp.CLASSES[:-1], (65, 32, 80, 32))), "idle_us": 50.0, "rel_vs_fp32": 0.011,

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_script
 
 ALL_SOURCES = sorted(p for p in ROOT.rglob("*.cu") if ".venv" not in p.parts and "build" not in p.parts)
 
@@ -142,7 +142,6 @@ def test_probe_concurrency_is_a_script_that_explains_a_missing_gpu():
     import importlib
     import torch
     importlib.import_module("ch11.probe_concurrency")  # must not start measuring
-    from conftest import run_script
     helped = run_script(ROOT / "ch11" / "probe_concurrency.py", "--help", timeout=120, cwd="/")  # measures nothing
     assert helped.returncode == 0 and "8 streams" in helped.stdout and "ms," not in helped.stdout, helped.stderr
     if torch.cuda.is_available():

@@ -97,10 +97,9 @@ def test_one_rank_serves_both_models_from_one_pool(tmp_path):
 
 def test_asking_for_cuda_without_a_gpu_is_one_line_and_exit_2():
     import torch
-    from conftest import ROOT
+    from conftest import ROOT, run_script
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible")
-    from conftest import run_script
     proc = run_script(ROOT / "ch16" / "symmetric_memory_inference.py", "--device", "cuda", timeout=120)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
