@@ -414,8 +414,7 @@ def test_decode_profile_redraws_its_table_and_says_when_it_needs_a_gpu(tmp_path)
     assert "**failed**: InductorError: fp64" in broken and broken.count("|") == header.count("|")
     assert (tmp_path / "decode_profile.png").read_bytes()[:4] == b"\x89PNG"
     if not __import__("torch").cuda.is_available():
-        from conftest import ROOT, run_script
-        proc = run_script(ROOT / "ch16" / "decode_profile.py", "--out", str(tmp_path / "x"), timeout=120)
+        proc = _run_script("ch16/decode_profile.py", "--out", str(tmp_path / "x"))
         assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "needs a CUDA GPU" in proc.stderr
 
 
