@@ -245,7 +245,8 @@ def _overlap_cell(v: dict, notes: _Notes) -> str:
 def _problem_sections(doc: dict) -> list[str]:
     """Failures; SUSPECT times; variants whose per-call times fall at two separate levels where their baseline's
     fall at one (a path taken only at speed, a periodic stall, an autotuner switching mid-loop: the median hides
-    which level the reader's loop will see)."""
+    which level the reader's loop will see); memory- and compute-bound entries whose GPU waited on the host
+    (`common.timing.host_pace`; a launch-bound call is about its host time)."""
     failures = []
     for p in doc["pairs"]:
         if p["status"] == "failed" or any(variant_status(v)[0] == "FAILED" for v in entries(p)):
@@ -260,8 +261,13 @@ def _problem_sections(doc: dict) -> list[str]:
                  + (", or two at other levels" if v.get("baseline_two_modes") else "")
                  for p in doc["pairs"] for v in p.get("variants") or []
                  if (m := v.get("two_modes")) and v.get("two_modes_flag")]
+    waited = [f"- {pair_key(p)} {v['name']}: in {h['caught_up_rounds']} of {h['rounds']} rounds the GPU had run all "
+              f"but the last sample once the host had issued it (the host took {h['median_host_over_span']:.2f} of "
+              f"the GPU's time to issue a round), so a span holds the call's launch: on a faster host this "
+              f"{p['bound']}-bound time reads lower" for p in doc["pairs"] if p["bound"] in ("memory", "compute")
+              for v in entries(p) if (h := v.get("host_pace")) and h["gpu_waited"]]
     sections = [("Failures", failures), ("Suspect (not presented as results)", suspect),
-                ("Two modes (the median hides one)", two_modes)]
+                ("Two modes (the median hides one)", two_modes), ("The GPU waited on the host", waited)]
     return [line for title, lines in sections if lines for line in ["", f"## {title}", ""] + lines]
 
 

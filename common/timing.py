@@ -73,6 +73,7 @@ class Timing:
     rounds: int = 0                 # rounds of samples (timed in turn with the pair's other entries)
     round_ms: list | None = None    # each round's median per-call time
     two_modes: dict | None = None   # two separate levels of per-call time (common.timing.two_modes)
+    host_pace: dict | None = None   # how long the host took to issue the rounds (common.timing.host_pace)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -275,12 +276,14 @@ class Timed:
     per_call: list = dataclasses.field(default_factory=list)     # seconds, every sample
     round_s: list = dataclasses.field(default_factory=list)      # each round's median per-call time
     wall_ratios: list = dataclasses.field(default_factory=list)  # each round's host wall over its event span
+    host_rounds: list = dataclasses.field(default_factory=list)  # each round's (host issue time / span, caught up)
     events: list = dataclasses.field(default_factory=list)       # CUDA events its rounds record, reused
     error: Exception | None = None
 
 
 def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | None, Any]:
-    """One round of `t.rnd` samples timed with CUDA events, and its wall-over-span ratio. The span starts with
+    """One round of `t.rnd` samples timed with CUDA events, and its wall-over-span ratio (its host pace goes to
+    `t.host_rounds`, read by `host_pace`). The span starts with
     an event recorded before the first feed and scrub: all the round launches on the caller's stream lies between
     that event and the last one. The host clock starts once the GPU has reached that event. With `keep`, the
     round runs at least `t.streak` samples, and the output of its last call (the one with the most calls back to
@@ -306,6 +309,8 @@ def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | No
             out = t.fn()
         e.record(stream)
         pending.append((s, e))
+    issued = time.perf_counter() - t0
+    caught_up = n > 1 and pending[-2][1].query()   # the GPU had run all but the last sample: it waited on the host
     on_host = keep and _on_host(out)
     if on_host:  # a caller reads a host output (a non_blocking copy back) once its stream has finished
         stream.synchronize()
@@ -313,6 +318,7 @@ def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | No
     torch.cuda.synchronize(device)
     wall = time.perf_counter() - t0
     span = first.elapsed_time(pending[-1][1]) * 1e-3
+    t.host_rounds.append((issued / span if span > 0 else math.inf, caught_up))
     # A host copy made on the host lengthens this round's wall time (and work left on another stream may run
     # under it): such a round gives no wall-over-span ratio; the escape check reads the other rounds.
     ratio = None if on_host else (wall - ESCAPE_SLACK_S) / span if span > 0 else math.inf
@@ -492,6 +498,20 @@ def wall_check(ratios: list[float]) -> dict:
             "max_wall_over_event_span": max(ratios), "escaped": typical > ESCAPE_RATIO}
 
 
+def host_pace(t: Timed) -> dict | None:
+    """Whether the GPU waited on the host between samples. A round the host issues more slowly than the GPU runs
+    it ends with the GPU caught up (all but its last sample done when the host has issued it): the GPU met each
+    sample's first event before the call was issued, so the span holds the call's launch (on an H200, +23 us on a
+    113 us span once the harness needed 75 us more a sample: profiles/h200/checks-c5f7b43). With its median round's
+    host issue time (the harness's feed, scrub and events, and the call's launch) over its GPU span. None for a
+    sample of several calls: a loop of the call, paced by whichever of the two is slower, as a program's loop is."""
+    if t.calls > 1 or not t.host_rounds:
+        return None
+    ratios, caught_up = [r for r, _ in t.host_rounds], sum(c for _, c in t.host_rounds)
+    return {"rounds": len(ratios), "caught_up_rounds": caught_up, "gpu_waited": 2 * caught_up > len(ratios),
+            "median_host_over_span": statistics.median(ratios)}
+
+
 def back_to_back_calls(call_s: float) -> int:
     """Three calls back to back, or two where a call takes over SLOW_ROUND_S (the second still follows the
     first with nothing between them)."""
@@ -555,7 +575,7 @@ def finish(t: Timed, device: torch.device, *, budget_s: float = BUDGET_S, agree:
             per_call = again.per_call
         timer = "wall_sync" if check["escaped"] else "cuda_event"
         timing = summarize(per_call, t.calls, timer, flushed, t.warmup_calls)
-        timing.wall_check, timing.gpu_state = check, state
+        timing.wall_check, timing.gpu_state, timing.host_pace = check, state, host_pace(t)
     timing.fed_new_values = t.between.feed is not None
     timing.rounds = len(t.round_s)
     timing.round_ms = [x * 1e3 for x in t.round_s]

@@ -127,3 +127,18 @@ def test_a_baseline_is_said_to_move_only_where_its_levels_are_far_apart_and_thei
     failed = pair([10, 9.9, 10.1], [20, 19.9, 20.1])
     failed["variants"][1]["speedup"] = None
     assert baseline_moved(failed) is None
+
+
+def test_a_memory_or_compute_bound_time_the_gpu_waited_on_the_host_for_is_said_and_a_launch_bound_one_is_not(tmp_path):
+    from common.report import write_report
+    waited = {"rounds": 20, "caught_up_rounds": 19, "gpu_waited": True, "median_host_over_span": 0.99}
+    ahead = {**waited, "caught_up_rounds": 0, "gpu_waited": False, "median_host_over_span": 0.6}
+    d = doc()
+    d["pairs"][0]["variants"][0]["host_pace"] = waited
+    d["pairs"][0]["baseline"]["host_pace"] = ahead
+    d["pairs"].append({**d["pairs"][0], "name": "y", "bound": "launch",
+                       "baseline": {**d["pairs"][0]["baseline"], "host_pace": waited}})
+    write_report(d, tmp_path, figures=False)
+    section = (tmp_path / "summary.md").read_text().split("## The GPU waited on the host")[1]
+    lines = [line for line in section.splitlines() if line.startswith("- ")]
+    assert len(lines) == 1 and lines[0].startswith("- ch1/x optimized_x: in 19 of 20 rounds"), lines

@@ -2,6 +2,7 @@
 import json
 import math
 import random
+import time
 import types
 
 import pytest
@@ -217,6 +218,27 @@ def test_a_host_output_copied_back_without_blocking_is_kept_once_the_stream_has_
     assert seen and all(seen)
     # a round that copied a host output on the host gives no wall-over-span ratio to the escaped-work check
     assert len(entry.wall_ratios) == len(entry.round_s) - len(seen)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (a GPU that can wait on its host)")
+def test_on_a_gpu_a_host_slower_than_the_gpu_is_found_and_the_launch_it_adds_to_each_span_is_shown():
+    """A copy of 128 MiB (about 60 us on an H200) with new values fed before each sample. The harness issues a
+    sample in tens of us: the GPU stays behind the host. A feed that also spins 250 us on the host (a slow host,
+    a heavy harness) makes the GPU wait before every sample, and each span then holds the call's launch."""
+    dev = torch.device("cuda")
+    x = torch.randn(1 << 25, device=dev)
+
+    def spin(i):
+        end = time.perf_counter() + 2.5e-4
+        while time.perf_counter() < end:
+            pass
+    ahead = timing.time_call(lambda: x * 2.0, dev, budget_s=0.5, feed=lambda i: None)
+    behind = timing.time_call(lambda: x * 2.0, dev, budget_s=0.5, feed=spin)
+    assert not ahead.host_pace["gpu_waited"] and ahead.host_pace["median_host_over_span"] < 0.9, ahead.host_pace
+    assert behind.host_pace["gpu_waited"] and behind.host_pace["median_host_over_span"] > 0.9, behind.host_pace
+    assert behind.median_ms > ahead.median_ms, (behind.median_ms, ahead.median_ms)   # the launch, in the span
+    print(f"copy of 128 MiB: {ahead.median_ms * 1e3:.1f} us with the GPU behind the host, "
+          f"{behind.median_ms * 1e3:.1f} us with it waiting on the host; {ahead.host_pace}, {behind.host_pace}")
 
 
 @pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))

@@ -185,6 +185,9 @@ class FakeGPU:
 
             def elapsed_time(self, other):
                 return (other.t - self.t) * 1e3
+
+            def query(self):
+                return self.t is not None and self.t <= gpu.host
         self.Event = Event
 
     def call(self):
@@ -254,6 +257,31 @@ def test_the_round_check_passes_correct_work_beside_a_process_that_holds_the_gpu
     assert held["rounds"] >= 3 and not held["escaped"], held
     # ...and work on an unjoined stream is still caught there
     assert round_check(monkeypatch, FakeGPU(main_s=2.5e-4, side_s=3e-4, neighbour_s=5e-3))["escaped"]
+
+
+def host_pace(monkeypatch, gpu, calls=1):
+    timing = on_fake_gpu(monkeypatch, gpu)
+    t = timing.Timed(gpu.call, timing.Between(None, None), calls=calls,
+                     rnd=timing._round_size(calls * max(gpu.main_s, gpu.launch_s)))
+    for _ in range(5):
+        timing._round_events(t, None, False)
+    return timing.host_pace(t)
+
+
+def test_the_gpu_waiting_on_the_host_is_found_and_a_gpu_that_is_behind_it_is_not(monkeypatch):
+    # The host needs 50 us to issue a 10 us call (and 4 us for its two events): the GPU waits on it every sample
+    slow_host = host_pace(monkeypatch, FakeGPU(main_s=1e-5, launch_s=5e-5))
+    assert slow_host["gpu_waited"] and slow_host["caught_up_rounds"] == 5, slow_host
+    # A 300 us call issued in 9 us: the GPU is behind all round
+    fast_host = host_pace(monkeypatch, FakeGPU(main_s=3e-4))
+    assert not fast_host["gpu_waited"] and fast_host["caught_up_rounds"] == 0, fast_host
+    # 44 us of host time against 50 us of GPU time: the host takes 0.88 of the GPU's time, yet stays ahead of it
+    close = host_pace(monkeypatch, FakeGPU(main_s=5e-5, launch_s=4e-5))
+    assert not close["gpu_waited"] and close["median_host_over_span"] > 0.85, close
+    # 54 us against 50: it falls behind, by a tenth of a sample a sample
+    assert host_pace(monkeypatch, FakeGPU(main_s=5e-5, launch_s=5e-5))["gpu_waited"]
+    # A sample of several calls is a loop of the call: paced by the slower side, as a program's loop is
+    assert host_pace(monkeypatch, FakeGPU(main_s=1e-5, launch_s=5e-5), calls=10) is None
 
 
 def test_numerics_flags_are_set_checked_and_restored():
