@@ -262,7 +262,7 @@ def test_the_round_check_passes_correct_work_beside_a_process_that_holds_the_gpu
 def host_pace(monkeypatch, gpu, calls=1):
     timing = on_fake_gpu(monkeypatch, gpu)
     t = timing.Timed(gpu.call, timing.Between(None, None), calls=calls,
-                     rnd=timing._round_size(calls * max(gpu.main_s, gpu.launch_s)))
+                     rnd=timing._round_size(calls * (gpu.main_s + gpu.launch_s)))
     for _ in range(5):
         timing._round_events(t, None, False)
     return timing.host_pace(t)
@@ -282,6 +282,9 @@ def test_the_gpu_waiting_on_the_host_is_found_and_a_gpu_that_is_behind_it_is_not
     assert host_pace(monkeypatch, FakeGPU(main_s=5e-5, launch_s=5e-5))["gpu_waited"]
     # A sample of several calls is a loop of the call: paced by the slower side, as a program's loop is
     assert host_pace(monkeypatch, FakeGPU(main_s=1e-5, launch_s=5e-5), calls=10) is None
+    # Calls of seconds, a round of one sample each: no earlier sample to have caught up with (ch16/batching on an
+    # H200 read a host time of 1.00 of its span and 0 rounds caught up, as any such call would)
+    assert host_pace(monkeypatch, FakeGPU(main_s=0.5, launch_s=1.5)) is None
 
 
 def test_numerics_flags_are_set_checked_and_restored():
