@@ -261,10 +261,11 @@ def _problem_sections(doc: dict) -> list[str]:
                  + (", or two at other levels" if v.get("baseline_two_modes") else "")
                  for p in doc["pairs"] for v in p.get("variants") or []
                  if (m := v.get("two_modes")) and v.get("two_modes_flag")]
-    waited = [f"- {pair_key(p)} {v['name']}: in {h['caught_up_rounds']} of {h['rounds']} rounds the GPU had run all "
-              f"but the last sample once the host had issued it (the host took {h['median_host_over_span']:.2f} of "
-              f"the GPU's time to issue a round), so a span holds the call's launch: on a faster host this "
-              f"{p['bound']}-bound time reads lower" for p in doc["pairs"] if p["bound"] in ("memory", "compute")
+    waited = [f"- {pair_key(p)} {v['name']}: the GPU had caught up with the host in {h['caught_up_rounds']} of "
+              f"{h['rounds']} rounds (issue time {h['median_host_over_span']:.2f} of the span): the host set the pace "
+              f"(the harness's feed and scrub between samples, or the call's own launches and syncs), so a span "
+              f"holds host time and on a faster host this {p['bound']}-bound time reads lower"
+              for p in doc["pairs"] if p["bound"] in ("memory", "compute")
               for v in entries(p) if (h := v.get("host_pace")) and h["gpu_waited"]]
     sections = [("Failures", failures), ("Suspect (not presented as results)", suspect),
                 ("Two modes (the median hides one)", two_modes), ("The GPU waited on the host", waited)]

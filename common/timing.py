@@ -73,7 +73,7 @@ class Timing:
     rounds: int = 0                 # rounds of samples (timed in turn with the pair's other entries)
     round_ms: list | None = None    # each round's median per-call time
     two_modes: dict | None = None   # two separate levels of per-call time (common.timing.two_modes)
-    host_pace: dict | None = None   # how long the host took to issue the rounds (common.timing.host_pace)
+    host_pace: dict | None = None   # whether the GPU waited on the host between samples (common.timing.host_pace)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -282,12 +282,12 @@ class Timed:
 
 
 def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | None, Any]:
-    """One round of `t.rnd` samples timed with CUDA events, and its wall-over-span ratio (its host pace goes to
-    `t.host_rounds`, read by `host_pace`). The span starts with
-    an event recorded before the first feed and scrub: all the round launches on the caller's stream lies between
-    that event and the last one. The host clock starts once the GPU has reached that event. With `keep`, the
-    round runs at least `t.streak` samples, and the output of its last call (the one with the most calls back to
-    back before it) is copied after that sample's closing event, so the copy is not timed."""
+    """One round of `t.rnd` samples timed with CUDA events, and its wall-over-span ratio; its host pace goes to
+    `t.host_rounds` (`host_pace`). The span starts with an event recorded before the first feed and scrub: all the
+    round launches on the caller's stream lies between that event and the last one. The host clock starts once
+    the GPU has reached that event. With `keep`, the round runs at least `t.streak` samples, and the output of its
+    last call (the one with the most calls back to back before it) is copied after that sample's closing event,
+    so the copy is not timed."""
     torch.cuda.synchronize(device)
     n = max(t.rnd, t.streak) if keep else t.rnd
     # Events made once and reused, recorded on the stream fetched once: on an H200's host two new events recorded
@@ -500,12 +500,17 @@ def wall_check(ratios: list[float]) -> dict:
 
 def host_pace(t: Timed) -> dict | None:
     """Whether the GPU waited on the host between samples. A round the host issues more slowly than the GPU runs
-    it ends with the GPU caught up (all but its last sample done when the host has issued it): the GPU met each
-    sample's first event before the call was issued, so the span holds the call's launch. On an H200 host whose
-    GPU waited so, ch13/fp8_linear's baseline read 0.0999 ms, its GPU time 0.074 ms (profiles/h200/pace-03f8aeb).
-    With the median round's host issue time (the harness's feed, scrub and events, and the call's launch) over its
-    GPU span. None for a sample of several calls (a loop of the call, paced by whichever of the two is slower, as
-    a program's loop is) and for rounds of one sample (calls of a second: no earlier sample to have caught up)."""
+    it ends with the GPU caught up: all but its last sample done by the time the host has issued that one. The
+    GPU then met each sample's first event before the call was issued, so the span holds host time: the call's
+    launch, or all of the call where it syncs on its own (a `.item()`). The host's pace is the harness's feed,
+    scrub and events plus the call's own host time. Also returned: the median round's host issue time over its
+    GPU span (near 1 once the GPU has caught up, however slow the host).
+
+    A round starts with the GPU idle, so in a round of few samples (calls of 5 ms to 0.5 s: 2 to 9 samples) a
+    host a little faster than the GPU can also end caught up: with n samples, one at (n - 1) / n of the GPU's
+    pace or more. In a multi-process pair this is the reporting rank's own rounds. None for a sample of several calls
+    (a loop of the call, paced by whichever of the two is slower, as a program's loop is) and for rounds of one
+    sample (calls of a second: no earlier sample to have caught up)."""
     if t.calls > 1 or t.rnd < 2 or not t.host_rounds:
         return None
     ratios, caught_up = [r for r, _ in t.host_rounds], sum(c for _, c in t.host_rounds)
@@ -576,7 +581,8 @@ def finish(t: Timed, device: torch.device, *, budget_s: float = BUDGET_S, agree:
             per_call = again.per_call
         timer = "wall_sync" if check["escaped"] else "cuda_event"
         timing = summarize(per_call, t.calls, timer, flushed, t.warmup_calls)
-        timing.wall_check, timing.gpu_state, timing.host_pace = check, state, host_pace(t)
+        timing.wall_check, timing.gpu_state = check, state
+        timing.host_pace = None if check["escaped"] else host_pace(t)   # of the event rounds, not the re-timing
     timing.fed_new_values = t.between.feed is not None
     timing.rounds = len(t.round_s)
     timing.round_ms = [x * 1e3 for x in t.round_s]

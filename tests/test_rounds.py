@@ -222,17 +222,19 @@ def test_a_host_output_copied_back_without_blocking_is_kept_once_the_stream_has_
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (a GPU that can wait on its host)")
 def test_on_a_gpu_a_host_slower_than_the_gpu_is_found_and_the_launch_it_adds_to_each_span_is_shown():
-    """A copy of 128 MiB (about 60 us on an H200) with new values fed before each sample. The harness issues a
-    sample in tens of us: the GPU stays behind the host. A feed that also spins 250 us on the host (a slow host,
-    a heavy harness) makes the GPU wait before every sample, and each span then holds the call's launch."""
+    """A copy of 128 MiB (68 us on an H200) with new values fed before each sample. The harness issues a sample in
+    tens of us: the GPU stays behind the host. A feed that also spins on the host for 250 us, or three times the
+    copy where that is longer (a slow host, a heavy harness), makes the GPU wait before every sample, and each
+    span then holds the call's launch."""
     dev = torch.device("cuda")
     x = torch.randn(1 << 25, device=dev)
+    ahead = timing.time_call(lambda: x * 2.0, dev, budget_s=0.5, feed=lambda i: None)
+    spin_s = max(2.5e-4, 3e-3 * ahead.median_ms)
 
     def spin(i):
-        end = time.perf_counter() + 2.5e-4
+        end = time.perf_counter() + spin_s
         while time.perf_counter() < end:
             pass
-    ahead = timing.time_call(lambda: x * 2.0, dev, budget_s=0.5, feed=lambda i: None)
     behind = timing.time_call(lambda: x * 2.0, dev, budget_s=0.5, feed=spin)
     assert not ahead.host_pace["gpu_waited"] and ahead.host_pace["median_host_over_span"] < 0.9, ahead.host_pace
     assert behind.host_pace["gpu_waited"] and behind.host_pace["median_host_over_span"] > 0.9, behind.host_pace
