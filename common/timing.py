@@ -508,9 +508,9 @@ def host_pace(t: Timed) -> dict | None:
 
     A round starts with the GPU idle, so in a round of few samples (calls of 5 ms to 0.5 s: 2 to 9 samples) a
     host a little faster than the GPU can also end caught up: with n samples, one at (n - 1) / n of the GPU's
-    pace or more. In a multi-process pair this is the reporting rank's own rounds. None for a sample of several calls
-    (a loop of the call, paced by whichever of the two is slower, as a program's loop is) and for rounds of one
-    sample (calls of a second: no earlier sample to have caught up)."""
+    pace or more. In a multi-process pair this is the reporting rank's own rounds. None for a sample of several
+    calls (a loop of the call, paced by whichever of the two is slower, as a program's loop is) and for rounds of
+    one sample (calls of half a second or more: no earlier sample to have caught up)."""
     if t.calls > 1 or t.rnd < 2 or not t.host_rounds:
         return None
     ratios, caught_up = [r for r, _ in t.host_rounds], sum(c for _, c in t.host_rounds)

@@ -283,7 +283,7 @@ def test_the_gpu_waiting_on_the_host_is_found_and_a_gpu_that_is_behind_it_is_not
     # A sample of several calls is a loop of the call: paced by the slower side, as a program's loop is
     assert host_pace(monkeypatch, FakeGPU(main_s=1e-5, launch_s=5e-5), calls=10) is None
     # Calls of seconds, a round of one sample each: no earlier sample to have caught up with (ch16/batching on an
-    # H200 read a host time of 1.00 of its span and 0 rounds caught up, as any such call would)
+    # H200 read a host time of 1.00 of its span and 0 of 3 rounds caught up, as any such call would)
     assert host_pace(monkeypatch, FakeGPU(main_s=0.5, launch_s=1.5)) is None
 
 
