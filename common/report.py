@@ -265,6 +265,8 @@ def _problem_sections(doc: dict) -> list[str]:
               f"{h['rounds']} rounds (issue time {h['median_host_over_span']:.2f} of the span): the host set the pace "
               f"(the harness's feed and scrub between samples, or the call's own launches and syncs), so a span "
               f"holds host time and on a faster host this {p['bound']}-bound time reads lower"
+              + (f"; the GPU worked {h['gpu_busy_ms']:.4g} ms of its {v['median_ms']:.4g} ms (torch.profiler)"
+                 if h.get("gpu_busy_ms") and v.get("median_ms") else "")
               for p in doc["pairs"] if p["bound"] in ("memory", "compute")
               for v in entries(p) if (h := v.get("host_pace")) and h["gpu_waited"]]
     sections = [("Failures", failures), ("Suspect (not presented as results)", suspect),

@@ -50,7 +50,7 @@ from common.numerics import FlagChanged, check_flags, numerics, wanted_flags
 from common.overlap import placement, stage_times
 from common.pair import COMPARES, Pair, Variant, check_workload, pair_record, variant_record
 from common.physics import achieved, suspect_reason
-from common.profiling.capture import count_launches, profile_calls
+from common.profiling.capture import count_launches, gpu_busy_ms, profile_calls
 from common.results import speedup_interval
 from common.timeline import draw_gantt
 from common.timing import (BUDGET_S, Between, L2Scrubber, Timed, back_to_back, back_to_back_calls, cache_bytes, finish,
@@ -346,6 +346,11 @@ class Trial:
 
     def profile(self):
         self.entry.update(profile_variant(self.fn, self.v, self.ctx))
+        pace = self.entry.get("host_pace")
+        if pace and pace["gpu_waited"] and self.ctx.pair.bound in ("memory", "compute") and self.ctx.world_size == 1:
+            # the GPU's own time per call, fed and scrubbed as in the rounds (one process: the ranks of a pair
+            # with collectives may disagree on whether their GPU waited, and one calling alone would hang)
+            pace["gpu_busy_ms"] = gpu_busy_ms(self.fn, timed_entry(self.ctx, self).between)
 
     def rate_so_far(self):
         """The baseline's figures from its rounds so far, written before the next variant runs."""

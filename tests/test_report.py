@@ -134,7 +134,7 @@ def test_a_memory_or_compute_bound_time_the_gpu_waited_on_the_host_for_is_said_a
     waited = {"rounds": 20, "caught_up_rounds": 19, "gpu_waited": True, "median_host_over_span": 0.99}
     ahead = {**waited, "caught_up_rounds": 0, "gpu_waited": False, "median_host_over_span": 0.6}
     d = doc()
-    d["pairs"][0]["variants"][0]["host_pace"] = waited
+    d["pairs"][0]["variants"][0]["host_pace"] = {**waited, "gpu_busy_ms": 0.0612}   # the profiler's GPU time
     d["pairs"][0]["baseline"]["host_pace"] = ahead
     d["pairs"].append({**d["pairs"][0], "name": "y", "bound": "launch",
                        "baseline": {**d["pairs"][0]["baseline"], "host_pace": waited}})
@@ -143,3 +143,5 @@ def test_a_memory_or_compute_bound_time_the_gpu_waited_on_the_host_for_is_said_a
     lines = [line for line in section.splitlines() if line.startswith("- ")]
     assert len(lines) == 1, lines
     assert lines[0].startswith("- ch1/x optimized_x: the GPU had caught up with the host in 19 of 20 rounds"), lines
+    median = d["pairs"][0]["variants"][0]["median_ms"]
+    assert lines[0].endswith(f"; the GPU worked 0.0612 ms of its {median:.4g} ms (torch.profiler)"), lines

@@ -243,6 +243,39 @@ def test_on_a_gpu_a_host_slower_than_the_gpu_is_found_and_the_launch_it_adds_to_
           f"{behind.median_ms * 1e3:.1f} us with it waiting on the host; {ahead.host_pace}, {behind.host_pace}")
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.profiler's device activity)")
+def test_on_a_gpu_the_time_the_gpu_works_on_a_call_leaves_out_the_host_and_the_feed():
+    """common.profiling.capture.gpu_busy_ms, which the report gives beside a time the host paced. A copy of 128 MiB
+    reads its own time; with a spin of 0.5 ms on the host after its launch, the call's time holds the spin and its
+    GPU time does not; a feed that fills 512 MiB before each call (longer than the copy) is not the call's; a
+    matmul that keeps the GPU busy reads its own time."""
+    from common.profiling.capture import gpu_busy_ms
+    dev = torch.device("cuda")
+    x, big = torch.randn(1 << 25, device=dev), torch.empty(1 << 27, device=dev)
+    copy = timing.time_call(lambda: x * 2.0, dev, budget_s=0.5).median_ms
+
+    def spinning():
+        y = x * 2.0
+        end = time.perf_counter() + 5e-4
+        while time.perf_counter() < end:
+            pass
+        return y
+    spun = timing.time_call(spinning, dev, budget_s=0.5).median_ms
+    nothing_between = timing.Between(None, None)
+    filled = timing.Between(lambda i: big.fill_(float(i)), None)
+    busy = {"copy": gpu_busy_ms(lambda: x * 2.0, nothing_between), "spun": gpu_busy_ms(spinning, nothing_between),
+            "fed": gpu_busy_ms(lambda: x * 2.0, filled), "fill": gpu_busy_ms(lambda: big.fill_(1.0), nothing_between)}
+    a, b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16), torch.randn(8192, 8192, device=dev,
+                                                                                   dtype=torch.bfloat16)
+    matmul = timing.time_call(lambda: a @ b, dev, budget_s=0.5, compute_bound=True).median_ms
+    busy["matmul"] = gpu_busy_ms(lambda: a @ b, nothing_between)
+    print(f"ms: copy {copy:.4f}, copy and a spin {spun:.4f}, matmul {matmul:.4f}; the GPU's: {busy}")
+    assert 0.8 < busy["copy"] / copy < 1.25 and 0.8 < busy["spun"] / copy < 1.25, (copy, busy)
+    assert spun > 3 * busy["spun"], (spun, busy)
+    assert busy["fill"] > 1.5 * busy["copy"] and 0.8 < busy["fed"] / busy["copy"] < 1.25, busy   # the feed left out
+    assert 0.9 < busy["matmul"] / matmul < 1.1, (matmul, busy)
+
+
 @pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
 def test_a_baseline_that_moves_between_its_variants_rounds_is_said_and_a_steady_one_is_not(run_bench, tmp_path,
                                                                                             device):

@@ -3,6 +3,8 @@ the kernels and launch calls one call makes, measured rather than claimed in a c
 replays many kernels from one launch call, a fused kernel replaces several)."""
 from __future__ import annotations
 
+import math
+import statistics
 from pathlib import Path
 
 import torch
@@ -50,6 +52,54 @@ def profile_calls(fn, label: str, mode: str | None, outdir: Path | None, calls: 
     if mode:
         capture_range(fn, label, calls, cuda=cuda)
     return None
+
+
+def gpu_busy_ms(fn, between, calls: int = 5) -> float | None:
+    """How long the GPU works on one call, apart from the host time between its kernels: the union of the device
+    activity (kernels, copies, fills) that the call launched, from torch.profiler, median over `calls` calls.
+    `between()` runs before each call as in the timed rounds (new values, the L2 scrub) and its own device work is
+    not counted: each device event is given to the range (call or between) whose host time holds the op that
+    launched it, and one linked to no op is left out. None where there is no GPU or the profiler cannot start."""
+    if not torch.cuda.is_available():
+        return None
+    try:
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                with record_function("harness.between"):
+                    between()
+                with record_function("harness.call"):
+                    fn()
+            torch.cuda.synchronize()
+        return call_device_ms(prof.events(), calls)
+    except Exception:  # a profiler that cannot start here costs the figure, not the run
+        return None
+
+
+def call_device_ms(events, calls: int) -> float | None:
+    """Per "harness.call" range: the union of the device intervals its ops launched, in ms; their median."""
+    ranges = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == "harness.call"
+                    and e.device_type == DeviceType.CPU)
+    if len(ranges) != calls:
+        return None
+    ops = {e.id: e for e in events if e.device_type == DeviceType.CPU and not getattr(e, "linked_correlation_id", 0)}
+    spans: list[list] = [[] for _ in ranges]
+    for e in events:
+        op = ops.get(getattr(e, "linked_correlation_id", 0))
+        if e.device_type != DeviceType.CUDA or op is None:
+            continue
+        host = op.time_range.start
+        k = next((i for i, (start, end) in enumerate(ranges) if start <= host <= end), None)
+        if k is not None:
+            spans[k].append((e.time_range.start, e.time_range.end))
+    busy = []
+    for intervals in spans:
+        total, reach = 0.0, -math.inf
+        for start, end in sorted(intervals):
+            total += max(0.0, end - max(start, reach))
+            reach = max(reach, end)
+        busy.append(total / 1e3)
+    return statistics.median(busy)
 
 
 def count_launches(fn, calls: int = 3) -> dict | None:
