@@ -113,23 +113,26 @@ def test_every_shell_script_explains_itself_with_help_and_runs_nothing(tmp_path,
     assert "set -" not in proc.stdout and not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
 
 
-def test_a_calls_gpu_time_is_the_union_of_what_its_own_ops_launched():
+def test_a_calls_gpu_time_is_the_union_of_what_was_launched_inside_it():
     """call_device_ms on profiler events made by hand (gpu_busy_ms's GPU test measures real ones): two calls with
-    a feed between them. Call 0's op launched two kernels that overlap (100-150 and 140-160 us: 60 us of GPU
-    time, not 70); the feed's op, a kernel of 230 us; call 1's op, one of 30 us; one kernel is linked to no op."""
+    a feed between them. Call 0 launched two kernels that overlap (100-150 and 140-160 us: 60 us of GPU time, not
+    70), each tied to its launch by the runtime call's correlation id; the feed, a fill of 230 us; call 1, one
+    kernel of 30 us tied only to its op. Left out: a kernel tied to nothing, and the device's annotation of call
+    0's range (90-160), which would also count the GPU's time without them."""
     from types import SimpleNamespace as Event
     from torch.autograd import DeviceType
     from common.profiling.capture import call_device_ms
 
-    def event(name, device, start, end, id=0, linked=0):
+    def event(name, device, start, end, id, linked=0):
         return Event(name=name, device_type=DeviceType.CUDA if device else DeviceType.CPU, id=id,
                      linked_correlation_id=linked, time_range=Event(start=start, end=end))
-    events = [event("harness.call", False, 0, 10, id=1), event("harness.between", False, 12, 18, id=2),
-              event("harness.call", False, 20, 30, id=3), event("aten::mul", False, 2, 4, id=4),
-              event("aten::fill_", False, 14, 16, id=5), event("aten::add", False, 22, 24, id=6),
-              event("cudaLaunchKernel", False, 3, 4, id=4, linked=4),   # the runtime's call: a CPU event, linked
-              event("k", True, 100, 150, id=7, linked=4), event("k", True, 140, 160, id=8, linked=4),
-              event("fill", True, 170, 400, id=9, linked=5), event("k", True, 410, 440, id=10, linked=6),
-              event("lost", True, 450, 900, id=11)]
+    events = [event("harness.call", False, 0, 10, 1), event("harness.between", False, 12, 18, 2),
+              event("harness.call", False, 20, 30, 3), event("aten::mul", False, 2, 5, 4),
+              event("aten::fill_", False, 14, 16, 5), event("aten::add", False, 22, 24, 6),
+              event("cudaLaunchKernel", False, 3, 3.5, 107, linked=4), event("k", True, 100, 150, 107),
+              event("cudaLaunchKernel", False, 4, 4.5, 108, linked=4), event("k", True, 140, 160, 108),
+              event("cudaMemsetAsync", False, 15, 15.5, 109, linked=5), event("fill", True, 170, 400, 109),
+              event("k", True, 410, 440, 110, linked=6), event("lost", True, 450, 900, 111),
+              event("harness.call", True, 90, 160, 1, linked=1)]
     assert call_device_ms(events, 2) == pytest.approx((0.060 + 0.030) / 2)
     assert call_device_ms(events, 3) is None   # not the calls it was asked for: no figure

@@ -77,19 +77,23 @@ def gpu_busy_ms(fn, between, calls: int = 5) -> float | None:
 
 
 def call_device_ms(events, calls: int) -> float | None:
-    """Per "harness.call" range: the union of the device intervals its ops launched, in ms; their median."""
-    ranges = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == "harness.call"
-                    and e.device_type == DeviceType.CPU)
+    """Per "harness.call" range: the union of the device intervals launched inside it, in ms; their median. A
+    device event's launch is the runtime call (cudaLaunchKernel, cudaMemcpyAsync, cudaGraphLaunch...) with its
+    correlation id, or else the op it is linked to; one with neither is left out, as are the ranges' own
+    annotations on the device's timeline."""
+    cpu = [e for e in events if e.device_type == DeviceType.CPU]
+    ranges = sorted((e.time_range.start, e.time_range.end) for e in cpu if e.name == "harness.call")
     if len(ranges) != calls:
         return None
-    ops = {e.id: e for e in events if e.device_type == DeviceType.CPU and not getattr(e, "linked_correlation_id", 0)}
+    runtime = {e.id: e for e in cpu if e.name.startswith(("cuda", "cu"))}
+    ops = {e.id: e for e in cpu if not getattr(e, "linked_correlation_id", 0) and not e.name.startswith("cu")}
     spans: list[list] = [[] for _ in ranges]
     for e in events:
-        op = ops.get(getattr(e, "linked_correlation_id", 0))
-        if e.device_type != DeviceType.CUDA or op is None:
+        if e.device_type != DeviceType.CUDA or e.name.startswith("harness."):
             continue
-        host = op.time_range.start
-        k = next((i for i, (start, end) in enumerate(ranges) if start <= host <= end), None)
+        launch = runtime.get(e.id) or ops.get(getattr(e, "linked_correlation_id", 0))
+        host = launch.time_range.start if launch else None
+        k = next((i for i, (start, end) in enumerate(ranges) if host is not None and start <= host <= end), None)
         if k is not None:
             spans[k].append((e.time_range.start, e.time_range.end))
     busy = []
