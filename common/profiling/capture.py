@@ -91,7 +91,9 @@ def call_device_ms(events, calls: int) -> float | None:
     for e in events:
         if e.device_type != DeviceType.CUDA or e.name.startswith("harness."):
             continue
-        launch = runtime.get(e.id) or ops.get(getattr(e, "linked_correlation_id", 0))
+        # torch 2.11's events keep no linked id: there the runtime call's id ties every device event we count
+        linked = getattr(e, "linked_correlation_id", 0)
+        launch = runtime.get(e.id) or (ops.get(linked) if linked else None)
         host = launch.time_range.start if launch else None
         k = next((i for i, (start, end) in enumerate(ranges) if host is not None and start <= host <= end), None)
         if k is not None:
