@@ -346,11 +346,15 @@ class Trial:
 
     def profile(self):
         self.entry.update(profile_variant(self.fn, self.v, self.ctx))
-        pace = self.entry.get("host_pace")
-        if pace and pace["gpu_waited"] and self.ctx.pair.bound in ("memory", "compute") and self.ctx.world_size == 1:
-            # the GPU's own time per call, fed and scrubbed as in the rounds (one process: the ranks of a pair
-            # with collectives may disagree on whether their GPU waited, and one calling alone would hang)
-            pace["gpu_busy_ms"] = gpu_busy_ms(self.fn, timed_entry(self.ctx, self).between)
+        pace, ctx = self.entry.get("host_pace"), self.ctx
+        if pace and pace["gpu_waited"] and ctx.pair.bound in ("memory", "compute") and ctx.world_size == 1 \
+                and ctx.profile not in ("nsys", "ncu"):
+            # The GPU's own time per call, fed and scrubbed as in the rounds. One process only: the ranks of a pair
+            # with collectives may disagree on whether their GPU waited, and one calling alone would hang. Not
+            # under nsys or ncu, which hold the profiling interface. Three calls of over 10 ms, whose many kernels
+            # make the profiler slow (grad_accumulation's micro64: 21 s for five calls of 134 ms on an H200).
+            calls = 3 if self.t.median_ms > 10 else 5
+            pace["gpu_busy_ms"] = gpu_busy_ms(self.fn, timed_entry(ctx, self).between, calls)
 
     def rate_so_far(self):
         """The baseline's figures from its rounds so far, written before the next variant runs."""

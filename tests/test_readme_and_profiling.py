@@ -115,24 +115,26 @@ def test_every_shell_script_explains_itself_with_help_and_runs_nothing(tmp_path,
 
 def test_a_calls_gpu_time_is_the_union_of_what_was_launched_inside_it():
     """call_device_ms on profiler events made by hand (gpu_busy_ms's GPU test measures real ones): two calls with
-    a feed between them. Call 0 launched two kernels that overlap (100-150 and 140-160 us: 60 us of GPU time, not
-    70), each tied to its launch by the runtime call's correlation id; the feed, a fill of 230 us; call 1, one
-    kernel of 30 us tied only to its op. Left out: a kernel tied to nothing, and the device's annotation of call
-    0's range (90-160), which would also count the GPU's time without them."""
+    a feed between them, each device event tied to its runtime call by id, as on torch 2.11. Call 0 launched two
+    kernels that overlap (100-150 and 140-160 us: 60 us of GPU time, not 70); the feed, a fill of 230 us; call 1,
+    one kernel of 30 us. Left out: a kernel whose id is a synchronize's (no launch), and the device's copies of
+    two ranges (the call's own, and a region inside it whose id is also a launch's), which would count the GPU's
+    time without kernels too. A call with no device work at all gives no figure."""
     from types import SimpleNamespace as Event
     from torch.autograd import DeviceType
     from common.profiling.capture import call_device_ms
 
-    def event(name, device, start, end, id, linked=0):
+    def event(name, device, start, end, id, annotation=False):
         return Event(name=name, device_type=DeviceType.CUDA if device else DeviceType.CPU, id=id,
-                     linked_correlation_id=linked, time_range=Event(start=start, end=end))
-    events = [event("harness.call", False, 0, 10, 1), event("harness.between", False, 12, 18, 2),
-              event("harness.call", False, 20, 30, 3), event("aten::mul", False, 2, 5, 4),
-              event("aten::fill_", False, 14, 16, 5), event("aten::add", False, 22, 24, 6),
-              event("cudaLaunchKernel", False, 3, 3.5, 107, linked=4), event("k", True, 100, 150, 107),
-              event("cudaLaunchKernel", False, 4, 4.5, 108, linked=4), event("k", True, 140, 160, 108),
-              event("cudaMemsetAsync", False, 15, 15.5, 109, linked=5), event("fill", True, 170, 400, 109),
-              event("k", True, 410, 440, 110, linked=6), event("lost", True, 450, 900, 111),
-              event("harness.call", True, 90, 160, 1, linked=1)]
+                     is_user_annotation=annotation, time_range=Event(start=start, end=end))
+    events = [event("harness.call", False, 0, 10, 1, True), event("harness.between", False, 12, 18, 2, True),
+              event("harness.call", False, 20, 30, 3, True), event("aten::mul", False, 2, 5, 4),
+              event("cudaLaunchKernel", False, 3, 3.5, 107), event("k", True, 100, 150, 107),
+              event("cudaLaunchKernel", False, 4, 4.5, 108), event("k", True, 140, 160, 108),
+              event("cudaMemsetAsync", False, 15, 15.5, 109), event("fill", True, 170, 400, 109),
+              event("cuLaunchKernelEx", False, 23, 23.5, 110), event("k", True, 410, 440, 110),
+              event("cudaDeviceSynchronize", False, 25, 26, 111), event("lost", True, 450, 900, 111),
+              event("harness.call", True, 90, 160, 1, True), event("Compiled Region", True, 90, 170, 108, True)]
     assert call_device_ms(events, 2) == pytest.approx((0.060 + 0.030) / 2)
-    assert call_device_ms(events, 3) is None   # not the calls it was asked for: no figure
+    assert call_device_ms(events, 3) is None   # not the calls it was asked for
+    assert call_device_ms([e for e in events if e.id != 110], 2) is None   # call 1 ran nothing on the device

@@ -145,3 +145,7 @@ def test_a_memory_or_compute_bound_time_the_gpu_waited_on_the_host_for_is_said_a
     assert lines[0].startswith("- ch1/x optimized_x: the GPU had caught up with the host in 19 of 20 rounds"), lines
     median = d["pairs"][0]["variants"][0]["median_ms"]
     assert lines[0].endswith(f"; the GPU worked 0.0612 ms of its {median:.4g} ms (torch.profiler)"), lines
+    d["pairs"][0]["variants"][0]["host_pace"]["gpu_busy_ms"] = None   # the profiler gave none: no figure said
+    write_report(d, tmp_path / "none", figures=False)
+    section = (tmp_path / "none" / "summary.md").read_text().split("## The GPU waited on the host")[1]
+    assert "the GPU worked" not in section and "19 of 20 rounds" in section, section

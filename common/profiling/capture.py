@@ -56,10 +56,9 @@ def profile_calls(fn, label: str, mode: str | None, outdir: Path | None, calls: 
 
 def gpu_busy_ms(fn, between, calls: int = 5) -> float | None:
     """How long the GPU works on one call, apart from the host time between its kernels: the union of the device
-    activity (kernels, copies, fills) that the call launched, from torch.profiler, median over `calls` calls.
-    `between()` runs before each call as in the timed rounds (new values, the L2 scrub) and its own device work is
-    not counted: each device event is given to the range (call or between) whose host time holds the op that
-    launched it, and one linked to no op is left out. None where there is no GPU or the profiler cannot start."""
+    activity (kernels, copies, fills) launched inside the call, from torch.profiler, median over `calls` calls.
+    `between()` runs before each call as in the timed rounds (new values, the L2 scrub); its own device work is
+    not counted. None where there is no GPU, the profiler cannot start, or it saw no device work in a call."""
     if not torch.cuda.is_available():
         return None
     try:
@@ -76,28 +75,32 @@ def gpu_busy_ms(fn, between, calls: int = 5) -> float | None:
         return None
 
 
+LAUNCHES = ("Launch", "Memcpy", "Memset")   # the runtime calls that put work on the device (cudaGraphLaunch too)
+
+
 def call_device_ms(events, calls: int) -> float | None:
     """Per "harness.call" range: the union of the device intervals launched inside it, in ms; their median. A
-    device event's launch is the runtime call (cudaLaunchKernel, cudaMemcpyAsync, cudaGraphLaunch...) with its
-    correlation id, or else the op it is linked to; one with neither is left out, as are the ranges' own
-    annotations on the device's timeline."""
+    device event is tied to its launch by correlation id: the runtime call (cudaLaunchKernel, cuLaunchKernelEx,
+    cudaGraphLaunch, cudaMemcpyAsync...) that has its id, whose host time falls in one range or another. Left out:
+    device events tied to no launch, and the device's copies of record_function ranges, which span the gaps
+    between their kernels. None where a range has no device work (a profiler that saw no device activity)."""
     cpu = [e for e in events if e.device_type == DeviceType.CPU]
     ranges = sorted((e.time_range.start, e.time_range.end) for e in cpu if e.name == "harness.call")
     if len(ranges) != calls:
         return None
-    runtime = {e.id: e for e in cpu if e.name.startswith(("cuda", "cu"))}
-    ops = {e.id: e for e in cpu if not getattr(e, "linked_correlation_id", 0) and not e.name.startswith("cu")}
+    runtime = {e.id: e for e in cpu if e.name.startswith("cu") and any(k in e.name for k in LAUNCHES)}
     spans: list[list] = [[] for _ in ranges]
     for e in events:
-        if e.device_type != DeviceType.CUDA or e.name.startswith("harness."):
+        if e.device_type != DeviceType.CUDA or getattr(e, "is_user_annotation", False) or \
+                e.name.startswith("harness."):
             continue
-        # torch 2.11's events keep no linked id: there the runtime call's id ties every device event we count
-        linked = getattr(e, "linked_correlation_id", 0)
-        launch = runtime.get(e.id) or (ops.get(linked) if linked else None)
+        launch = runtime.get(e.id)
         host = launch.time_range.start if launch else None
         k = next((i for i, (start, end) in enumerate(ranges) if host is not None and start <= host <= end), None)
         if k is not None:
             spans[k].append((e.time_range.start, e.time_range.end))
+    if not all(spans):
+        return None
     busy = []
     for intervals in spans:
         total, reach = 0.0, -math.inf
