@@ -1,6 +1,7 @@
-"""Profile a few calls of a prepared callable: a torch.profiler trace, an nsys/ncu capture range, and
-the kernels and launch calls one call makes, measured rather than claimed in a comment (a CUDA graph
-replays many kernels from one launch call, a fused kernel replaces several)."""
+"""Profile a few calls of a prepared callable: a torch.profiler trace, an nsys/ncu capture range, the
+kernels and launch calls one call makes, measured rather than claimed in a comment (a CUDA graph
+replays many kernels from one launch call, a fused kernel replaces several), and the GPU's own time
+per call where the host set the pace (gpu_busy_ms)."""
 from __future__ import annotations
 
 import math
