@@ -47,6 +47,7 @@ import torch  # noqa: E402
 
 from common import verdict as V  # noqa: E402
 from common.files import new_run_folder  # noqa: E402
+from common.profiling.capture import union_us  # noqa: E402
 from ch13.sweep import error  # noqa: E402
 
 # The ncu metrics step 3 collects; the names are Nsight Compute's, the keys common/verdict.py's.
@@ -112,19 +113,6 @@ def sync(device):
 
 
 # ---------------------------------------------------------------- step 1
-def union_us(intervals: list[tuple[float, float]]) -> float:
-    """Total length covered by (start, end) intervals: busy time when kernels overlap on streams."""
-    total, cur_s, cur_e = 0.0, None, None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    return total + (cur_e - cur_s if cur_e is not None else 0.0)
-
-
 def step_metrics(events, steps: int, on_gpu: bool) -> dict:
     """Idle share, kernel count and allocation share from a profile of `steps` steps (each a "walkthrough_step" range)."""
     from torch.autograd import DeviceType

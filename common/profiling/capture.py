@@ -4,7 +4,6 @@ replays many kernels from one launch call, a fused kernel replaces several), and
 per call where the host set the pace (gpu_busy_ms)."""
 from __future__ import annotations
 
-import math
 import statistics
 from pathlib import Path
 
@@ -102,14 +101,20 @@ def call_device_ms(events, calls: int) -> float | None:
             spans[k].append((e.time_range.start, e.time_range.end))
     if not all(spans):
         return None
-    busy = []
-    for intervals in spans:
-        total, reach = 0.0, -math.inf
-        for start, end in sorted(intervals):
-            total += max(0.0, end - max(start, reach))
-            reach = max(reach, end)
-        busy.append(total / 1e3)
-    return statistics.median(busy)
+    return statistics.median([union_us(intervals) / 1e3 for intervals in spans])
+
+
+def union_us(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by (start, end) intervals: busy time when kernels overlap on streams."""
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + (cur_e - cur_s if cur_e is not None else 0.0)
 
 
 def count_launches(fn, calls: int = 3) -> dict | None:
