@@ -248,7 +248,9 @@ def test_on_a_gpu_the_time_the_gpu_works_on_a_call_leaves_out_the_host_and_the_f
     """common.profiling.capture.gpu_busy_ms, which the report gives beside a time the host paced. A copy of 128 MiB
     reads its own time; with a spin of 0.5 ms on the host after its launch, the call's time holds the spin and its
     GPU time does not; a feed that fills 512 MiB before each call (longer than the copy) is not the call's; a
-    matmul that keeps the GPU busy reads its own time."""
+    matmul that keeps the GPU busy reads its own time. A call inside its own record_function range counts its two
+    kernels, not the spin between them that the range's device copy spans; a CUDA graph's replay and a Triton
+    kernel (a driver launch) are tied to their launches (profiles/h100/busy-3aa0939)."""
     from common.profiling.capture import gpu_busy_ms
     dev = torch.device("cuda")
     x, big = torch.randn(1 << 25, device=dev), torch.empty(1 << 27, device=dev)
@@ -269,11 +271,31 @@ def test_on_a_gpu_the_time_the_gpu_works_on_a_call_leaves_out_the_host_and_the_f
                                                                                    dtype=torch.bfloat16)
     matmul = timing.time_call(lambda: a @ b, dev, budget_s=0.5, compute_bound=True).median_ms
     busy["matmul"] = gpu_busy_ms(lambda: a @ b, nothing_between)
-    print(f"ms: copy {copy:.4f}, copy and a spin {spun:.4f}, matmul {matmul:.4f}; the GPU's: {busy}")
+
+    def in_a_range():   # a pair's own record_function range: its device copy spans the spin between the copies
+        with torch.profiler.record_function("pair.step"):
+            y = x * 2.0
+            end = time.perf_counter() + 5e-4
+            while time.perf_counter() < end:
+                pass
+            return y + 1.0
+    busy["ranged"] = gpu_busy_ms(in_a_range, nothing_between)
+    graph = torch.cuda.CUDAGraph()   # one cudaGraphLaunch for the copy's kernel
+    with torch.cuda.graph(graph):
+        x * 2.0
+    busy["graph"] = gpu_busy_ms(graph.replay, nothing_between)
+    from ch13.triton_kernels import softmax   # a Triton kernel, launched through the driver (cuLaunchKernelEx)
+    rows, out = x.view(8192, -1), torch.empty(8192, 4096, device=dev)
+    soft = timing.time_call(lambda: softmax(rows, out), dev, budget_s=0.5).median_ms
+    busy["triton"] = gpu_busy_ms(lambda: softmax(rows, out), nothing_between)
+    print(f"ms: copy {copy:.4f}, copy and a spin {spun:.4f}, matmul {matmul:.4f}, Triton softmax {soft:.4f}; "
+          f"the GPU's: {busy}")
     assert 0.8 < busy["copy"] / copy < 1.25 and 0.8 < busy["spun"] / copy < 1.25, (copy, busy)
     assert spun > 3 * busy["spun"], (spun, busy)
     assert busy["fill"] > 1.5 * busy["copy"] and 0.8 < busy["fed"] / busy["copy"] < 1.25, busy   # the feed left out
     assert 0.9 < busy["matmul"] / matmul < 1.1, (matmul, busy)
+    assert 1.6 < busy["ranged"] / busy["copy"] < 2.3, busy   # two kernels (a copy, an add), not the spin between
+    assert 0.8 < busy["graph"] / copy < 1.25 and 0.8 < busy["triton"] / soft < 1.25, (copy, soft, busy)
 
 
 @pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
@@ -301,3 +323,12 @@ def test_a_baseline_that_moves_between_its_variants_rounds_is_said_and_a_steady_
     assert len(rows) == 2 and all(f"[{marker}]" in r.split("|")[7] for r in rows), rows
     steady = [line for line in summary.splitlines() if line.startswith("| ch86/steady | memory | ")]
     assert len(steady) == 3 and not any("[" in r.split("|")[7] for r in steady), steady
+    # Each call sleeps 5-20 ms and launches two kernels on 4096 floats: on a GPU that waited on the host through
+    # every round the report gives the GPU's own time per call (torch.profiler), microseconds; on a CPU, none.
+    entries = [e for p in pairs.values() for e in [p["baseline"], *p["variants"]]]
+    paces = [e.get("host_pace") for e in entries]
+    if device == "cpu":
+        assert not any(paces), paces
+    else:
+        assert all(p and p["gpu_waited"] and 0 < p["gpu_busy_ms"] < 0.2 for p in paces), paces
+        assert "the GPU worked" in summary, summary
