@@ -272,7 +272,7 @@ def test_on_a_gpu_the_time_the_gpu_works_on_a_call_leaves_out_the_host_and_the_f
     matmul = timing.time_call(lambda: a @ b, dev, budget_s=0.5, compute_bound=True).median_ms
     busy["matmul"] = gpu_busy_ms(lambda: a @ b, nothing_between)
 
-    def in_a_range():   # a pair's own record_function range: its device copy spans the spin between the copies
+    def in_a_range():   # a pair's own record_function range: its device copy spans the spin between its two kernels
         with torch.profiler.record_function("pair.step"):
             y = x * 2.0
             end = time.perf_counter() + 5e-4
