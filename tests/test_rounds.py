@@ -220,6 +220,13 @@ def test_a_host_output_copied_back_without_blocking_is_kept_once_the_stream_has_
     assert len(entry.wall_ratios) == len(entry.round_s) - len(seen)
 
 
+def hold_host(seconds):
+    """Keep the host busy for `seconds` without sleeping (a sleep may wake late): a slow host, a heavy harness."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (a GPU that can wait on its host)")
 def test_on_a_gpu_a_host_slower_than_the_gpu_is_found_and_the_launch_it_adds_to_each_span_is_shown():
     """A copy of 128 MiB (68 us on an H200) with new values fed before each sample. The harness issues a sample in
@@ -231,11 +238,7 @@ def test_on_a_gpu_a_host_slower_than_the_gpu_is_found_and_the_launch_it_adds_to_
     ahead = timing.time_call(lambda: x * 2.0, dev, budget_s=0.5, feed=lambda i: None)
     spin_s = max(2.5e-4, 3e-3 * ahead.median_ms)
 
-    def spin(i):
-        end = time.perf_counter() + spin_s
-        while time.perf_counter() < end:
-            pass
-    behind = timing.time_call(lambda: x * 2.0, dev, budget_s=0.5, feed=spin)
+    behind = timing.time_call(lambda: x * 2.0, dev, budget_s=0.5, feed=lambda i: hold_host(spin_s))
     assert not ahead.host_pace["gpu_waited"] and ahead.host_pace["median_host_over_span"] < 0.9, ahead.host_pace
     assert behind.host_pace["gpu_waited"] and behind.host_pace["median_host_over_span"] > 0.9, behind.host_pace
     assert behind.median_ms > ahead.median_ms, (behind.median_ms, ahead.median_ms)   # the launch, in the span
@@ -258,9 +261,7 @@ def test_on_a_gpu_the_time_the_gpu_works_on_a_call_leaves_out_the_host_and_the_f
 
     def spinning():
         y = x * 2.0
-        end = time.perf_counter() + 5e-4
-        while time.perf_counter() < end:
-            pass
+        hold_host(5e-4)
         return y
     spun = timing.time_call(spinning, dev, budget_s=0.5).median_ms
     nothing_between = timing.Between(None, None)
@@ -275,9 +276,7 @@ def test_on_a_gpu_the_time_the_gpu_works_on_a_call_leaves_out_the_host_and_the_f
     def in_a_range():   # a pair's own record_function range: its device copy spans the spin between its two kernels
         with torch.profiler.record_function("pair.step"):
             y = x * 2.0
-            end = time.perf_counter() + 5e-4
-            while time.perf_counter() < end:
-                pass
+            hold_host(5e-4)
             return y + 1.0
     busy["ranged"] = gpu_busy_ms(in_a_range, nothing_between)
     graph = torch.cuda.CUDAGraph()   # one cudaGraphLaunch for the copy's kernel
