@@ -3,9 +3,8 @@
 A run, in order: --compare and --list read files and exit (no device); select and import the pairs (a file
 that breaks the contract is FAILED to load, never a traceback); check every input before the first pair (device,
 profiler, a --pair that cannot run here, the output folder); the ceilings (common.peaks); each pair in its own
-process (common.launch), one that cannot run here skipped without one; the report (common.report). On Ctrl-C or
-SIGTERM the workers are stopped and the finished pairs written, marked interrupted; exit 128 + signal. One that
-comes while the report is written waits until it is whole (results.json included), then stops the run.
+process (common.launch), one that cannot run here skipped without one; the report (common.report), also of what
+finished before a Ctrl-C or SIGTERM (_run_all, _report).
 """
 from __future__ import annotations
 
@@ -193,9 +192,9 @@ def _slug(label: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
 
 
-def new_run_dir(label: str, now: dt.datetime | None = None) -> Path:
+def new_run_dir(label: str) -> Path:
     """profiles/runs/<date>-<label>: the name a user's output gets unless told otherwise (not created)."""
-    return RUNS_DIR / run_name(_slug(label), now)
+    return RUNS_DIR / run_name(_slug(label))
 
 
 def default_report_dir(label: str, now: dt.datetime | None = None) -> Path:
@@ -356,15 +355,13 @@ def main(argv=None, pair_file: Path | None = None) -> int:
 
 
 def _main(argv: list[str], pair_file: Path | None) -> int:
-    """The command line as its steps: parse, select, check the machine, run the pairs, report."""
     parsed = _parse(argv, pair_file)
     if isinstance(parsed, int):
         return parsed
     args, command = parsed
     if args.compare:
-        ignored = [name for name, given in (("--chapter", args.chapter), ("--pair", args.pair), ("--list", args.list),
-                                            ("--peaks", args.peaks), ("--sizes", args.sizes), ("--dtypes", args.dtypes),
-                                            ("--output", args.output), ("--profile", args.profile)) if given]
+        ignored = [f"--{name}" for name in ("chapter", "pair", "list", "peaks", "sizes", "dtypes", "output", "profile")
+                   if getattr(args, name)]
         if ignored:   # they were ignored without a word: --compare --pair x printed every pair's rows
             return fail(f"--compare reads two runs and runs nothing, so it takes no {', '.join(ignored)}")
         return compare(args.compare)
@@ -409,10 +406,9 @@ def _parse(argv: list[str], pair_file: Path | None):
     if refused:
         return fail(f"{refused[0]} is an option of benchmark.py; python {_shown(pair_file)} runs only its own pair "
                     f"(see --help; for others: python benchmark.py {refused[0]} ...)")
-    args = build_parser(pair_file).parse_args(argv)
-    if not pair_file:
-        command = f"python benchmark.py {' '.join(argv)}".strip()
-    else:
+    parser = build_parser(pair_file)
+    args = parser.parse_args(argv)
+    if pair_file:
         owner = pair_of(pair_file)
         if owner is None:
             return fail(f"{_shown(pair_file)} belongs to no pair: a pair is baseline_<pair>.py; {VARIANT_RULE}")
@@ -420,8 +416,7 @@ def _parse(argv: list[str], pair_file: Path | None):
         args.list, args.peaks, args.compare = False, False, None
         args.root = Path(pair_file).resolve().parent.parent
         args.no_report = args.output is None and not args.profile  # profiler traces need a folder
-        command = f"python {_shown(pair_file)} {' '.join(argv)}".strip()
-    return args, command
+    return args, f"{parser.prog} {' '.join(argv)}".strip()
 
 
 def _device_for(args, pairs):

@@ -62,9 +62,8 @@ def declared(paths: Iterable[Path]) -> list[tuple[str, ...]]:
         for node in ast.walk(tree):
             callee = getattr(node, "func", None)
             called = getattr(callee, "id", getattr(callee, "attr", None))   # f(...) or module.f(...)
-            if not (isinstance(node, ast.Call) and called == "load_extension"):
-                continue
-            if node.args and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args):
+            if (isinstance(node, ast.Call) and called == "load_extension" and node.args
+                    and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args)):
                 found.setdefault(tuple(a.value for a in node.args))
     return list(found)
 

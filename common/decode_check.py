@@ -1,9 +1,8 @@
 """The logits-and-margin rule: did a decoder (speculative, tensor-parallel, paged, graphed) keep the target's output?
 
-Greedy decoding picks tokens by argmax, which is not continuous: where the top two logits are closer than the
-arithmetic's rounding, two correct implementations may pick different tokens, and from there their sequences (and
-every later logit) differ, so comparing generated tokens, or logits along two sequences, would fail a correct
-decoder. `check_decode` checks instead
+Greedy decoding picks tokens by argmax: where the top two logits are closer than the arithmetic's rounding, two
+correct implementations may pick different tokens, and from there their sequences differ, so comparing tokens (or
+logits along two sequences) would fail a correct decoder. `check_decode` checks instead
 1. the candidate's logits teacher-forced on the *reference's* tokens (chapter 16's scripts and tests compute them):
    at every position within the precision's tolerance (common.verify's two bounds, norm-wise and element-wise
    relative to the row's largest logit);

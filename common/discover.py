@@ -60,10 +60,6 @@ def unmatched_files(chapter_dir: Path) -> list[str]:
     return messages
 
 
-def _stderr(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
-
-
 def load_pair(chapter: int, name: str, baseline: Path, optimized: list[Path]) -> Pair:
     pair = Pair(chapter, name, Variant("baseline", baseline, load_module(baseline)),
                 [Variant(p.stem, p, load_module(p)) for p in optimized])
@@ -71,8 +67,9 @@ def load_pair(chapter: int, name: str, baseline: Path, optimized: list[Path]) ->
     return pair
 
 
-def select(chapters: list[int] | None = None, pairs: list[str] | None = None,
-           root: Path = REPO_ROOT, warn: Callable[[str], None] = _stderr) -> list[tuple[int, str, Path, list[Path]]]:
+def select(chapters: list[int] | None = None, pairs: list[str] | None = None, root: Path = REPO_ROOT,
+           warn: Callable[[str], None] = lambda m: print(f"warning: {m}", file=sys.stderr),
+           ) -> list[tuple[int, str, Path, list[Path]]]:
     """Resolve --chapter/--pair into (chapter, name, baseline, optimized) tuples.
 
     A pair may be named `name` or `chN/name`. Raises UnknownSelection naming the valid choices, also for a

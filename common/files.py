@@ -23,12 +23,10 @@ RUNS_DIR = Path(__file__).resolve().parent.parent / "profiles" / "runs"  # user 
 
 def _umask() -> int:
     """The process umask, read without changing it where the OS allows (os.umask sets it as it reads it)."""
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
                 return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask

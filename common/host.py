@@ -6,10 +6,10 @@ import platform
 from pathlib import Path
 
 
-def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+def cpu_model() -> str:
     """The CPU's marketing name ("model name" on x86, "Model"/"Hardware" on some ARM boards), else platform's."""
     try:
-        for line in cpuinfo.read_text(errors="replace").splitlines():
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
             key, _, value = line.partition(":")
             if key.strip() in ("model name", "Model", "Hardware", "cpu model") and value.strip():
                 return value.strip()

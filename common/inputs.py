@@ -1,11 +1,9 @@
 """Each variant's own copy of the workload, and what the harness checks on it.
 
 Every variant (the baseline too) gets a workload built afresh from the seed, so a variant that writes into its
-inputs harms nobody else. Beside it sit two untouched references, the seed-A workload as built and seed B's
-per-call values. `feed` overwrites the per-call inputs in place with either's values, as a real loop fills its
-buffers with the next batch (the prepared callable must then return the new answer), and restores the declared
-state (Workload.updated), so every verification call starts from it as built; `modified` names every input a
-call changed that it had no right to change."""
+inputs harms nobody else. `feed` overwrites its per-call inputs in place with the values of one of two untouched
+references (the seed-A workload as built, seed B's per-call values) and restores the declared state
+(Workload.updated); `modified` names every input a call changed that it had no right to change."""
 from __future__ import annotations
 
 import secrets
@@ -97,11 +95,9 @@ class OwnInputs:
                      if self.w.inputs.get(k) is not t or type(t) is not type(self.refs.a.inputs[k])), None)
 
     def feed(self, which: str, shift: int | None = None) -> None:
-        """Overwrite the per-call inputs (and the declared state) in place with seed `which`'s values.
-
-        With `shift`, every floating-point per-call input gets those values rotated by `shift` places (a
-        new value set for each shift below its size); integer inputs (token ids, lengths) are copied as
-        they are, and the declared state is left alone."""
+        """Overwrite the per-call inputs (and the declared state) in place with seed `which`'s values. With
+        `shift`, floating-point per-call inputs get those values rotated by `shift` places (a new value set for
+        each shift below its size), integer inputs (token ids) are copied as they are, the declared state is left."""
         swapped = self.swapped()
         if swapped:
             raise InputTampered(f"replaced input {swapped!r} (or changed its class): the call must read the "

@@ -1,10 +1,8 @@
 """What no variant may change: the harness's own functions, the clocks, and torch's functions.
 
 A variant runs in the harness's process, so it could patch the clock the harness reads, the function that verifies
-it, or `torch.Tensor.__matmul__` to slow the baseline down. The harness records every such function before any pair
-file is imported, checks them after each variant's prepare(), verification and timing, names the first one that
-changed, and puts the originals back. (Code in the same process can always outwit code it shares it with; this
-makes the rule explicit and catches the plain ways of breaking it.)"""
+it, or `torch.Tensor.__matmul__` to slow the baseline down. Every such function is recorded before any pair file is
+imported, checked after each step, and put back (README.md, "How we measure")."""
 from __future__ import annotations
 
 import inspect

@@ -11,8 +11,7 @@ spec's result file once its pair is loaded and again after every stage, with the
   process group (torchrun's ranks, nsys, ncu) on a timeout or an interrupt.
 
 A worker's own start (interpreter, torch import: about 5 s on an H100 host) is spent ahead where it cannot disturb
-a measurement: `Spare` starts the next pair's worker, which imports and waits on stdin for its spec, while a
-memory- or compute-bound pair is timed by CUDA events, else once the running pair's timing is over (`SPARE_AFTER`)."""
+a measurement: `Spare` starts the next pair's worker, which imports and waits on stdin for its spec (`SPARE_AFTER`)."""
 from __future__ import annotations
 
 import collections
@@ -46,15 +45,11 @@ SPARE_AFTER = (ROUNDS_OVER, "verify after timing")
 # NVLink multicast (NVLS) stays off in every worker unless the user turns it on explicitly: on the
 # shared machines this project is measured on it is not ours to use.
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-# A worker profiles a variant (a launch-bound pair's kernel counts, --profile torch) and then times the next one in
-# the same process. Kineto leaves CUPTI attached after a profile unless TEARDOWN_CUPTI=1 (pytorch/pytorch#144455):
-# on an H100 a --profile torch run read fp8_linear's eager baseline 0.111 ms against 0.097 ms in plain runs around it,
-# compile_shapes' 5.14 against 3.80-3.89 ms (profiles/h100/cupti-d4aaf5a/). Torn down, calls timed after a profile
-# time like those in a process never profiled (scripts/cupti_probe.py, 10 processes per arm: a graph replay 0.0844
-# against 0.0845 ms, 0.0871 ms left attached; profiles/h100/cupti-8e0b8a1/).
-# A CPU run's worker does not get it: Kineto finishes the teardown inside the next CUDA call the process makes, and one
-# that makes none waits at exit. On an H100 a process profiling 5 CPU matmuls with TEARDOWN_CUPTI=1 had not exited
-# after 150 s; without it, it exited in 10-12 s (profiles/h100/cupti-cpu-fbde333/).
+# A worker profiles a variant (a launch-bound pair's kernel counts, --profile torch), then times the next one in the
+# same process. Kineto leaves CUPTI attached after a profile unless TEARDOWN_CUPTI=1 (pytorch/pytorch#144455): on an
+# H100 a graph replay timed after a profile read 0.0871 ms attached, 0.0844 ms torn down, 0.0845 ms never profiled
+# (profiles/h100/cupti-8e0b8a1/; README.md, --profile, has the rest). A CPU run's worker does not get it: Kineto ends
+# the teardown in the process's next CUDA call, and one profiled with it had not exited after 150 s (cupti-cpu-fbde333).
 CUPTI_TEARDOWN = {"TEARDOWN_CUPTI": "1"}
 # Exit codes that say no rank died: 1, a worker's verdict on a failed pair; -15, torchrun stopping the survivors.
 _ECHO_EXIT_CODES = ("1", "-15")
@@ -127,11 +122,10 @@ class WorkerRun:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """Kill the worker, every process below it, and reap it. The worker's process group (it has its own session)
-    is not enough: torchrun starts each rank in a session of its own, and a rank outlives torchrun's death,
-    holding its GPU and its CPU while the next pairs are timed. So the group is frozen first (nothing in it
-    starts another process meanwhile), then every process below the worker is found in /proc, and every
-    process group among them is killed."""
+    """Kill the worker, every process below it, and reap it. The worker's process group is not enough: torchrun
+    starts each rank in a session of its own, and a rank outlives torchrun's death, holding its GPU and its CPU while
+    the next pairs are timed. So the group is frozen first (nothing in it starts another process meanwhile), then
+    every process below the worker is found in /proc, and every process group among them is killed."""
     groups = {proc.pid}
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGSTOP)

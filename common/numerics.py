@@ -2,10 +2,8 @@
 
 A flag such as `torch.backends.cuda.matmul.allow_tf32` changes what every later matmul in the process computes; set
 by a variant, it would leak into the next variant's timing (an fp32 baseline timed on TF32 tensor cores reads as
-660% of the fp32 ceiling). So the harness sets the flags before each variant's prepare(), verification and timing,
-and checks after each that the variant left them alone; a variant that wants TF32 says `PRECISION = "tf32"` (on
-for it only). The state is PyTorch's default except that cuDNN's TF32 is off too ("fp32" means fp32 for
-convolutions as well as matmuls), autocast is off, and the CPU thread count is the one the process started with."""
+660% of the fp32 ceiling). The state (README.md, "Numerics flags") is PyTorch's default except that cuDNN's TF32 is
+off too, autocast is off, and the CPU thread count is the one the process started with."""
 from __future__ import annotations
 
 import contextlib

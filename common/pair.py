@@ -56,12 +56,7 @@ At load (`check_contract`, so `--list` reports it in one line): the required nam
 COMPARE, PRECISION and KIND, that the functions are callable, that a name the harness reads from one
 side (BASELINE_NAMES, VARIANT_NAMES) is not defined on the other, where it would be ignored, and that no
 upper-case name is a near miss of a contract constant (PRECISON, Compare), which would be ignored too.
-
-What the harness checks (common.run): the callable prepare() returns is the one verified and the one
-timed. It is verified on its first call and a later one; then every per-call input (every tensor input
-not named in Workload.once) is overwritten in place with another seed's values and the same callable
-must return the new answer; after timing it is verified once more. A call may change only the inputs
-named in Workload.updated.
+What the harness checks of the callable prepare() returns: common.run's docstring.
 
 Both files end with
     if __name__ == "__main__":

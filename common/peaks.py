@@ -1,19 +1,15 @@
-"""Measure the device's ceilings once and cache them per device under profiles/peaks/.
+"""Measure the device's ceilings once and cache them per device under profiles/peaks/ (README.md, "Ceilings").
 
 copy_gbps      a 1 GiB device-to-device copy, bytes read + bytes written
 h2d_gbps       a 256 MiB pinned host-to-device copy (a "transfer" pair's link)
 duplex_gbps    256 MiB each way at once on two streams, bytes in both directions (a pair streaming in and out)
 p2p_gbps       two or more GPUs: a 256 MiB copy from GPU 0 to GPU 1 (a "link" pair's ceiling)
 nccl           two or more GPUs: NCCL's 256 MiB bf16 all-reduce bus bandwidth and 8 KiB latency (peaks_collective)
-matmul_tflops  8192^3 products of random data in fp32, tf32, bf16, fp16 and, where the GPU has fp8 tensor cores,
-               fp8 (e4m3, torch._scaled_mm, per-tensor scales, bf16 out; "fp8" with fast accumulation, "fp8_accurate"
-               without): the best operand layout (A·B, A·Bᵀ, Aᵀ·B), sustained or in bursts of 50 calls
+matmul_tflops  8192^3 products in fp32, tf32, bf16, fp16 and, where the GPU has fp8 tensor cores, fp8 (`_fp8_tflops`):
+               the best operand layout, sustained or in bursts (`_best_rate`; matmul_how names the winning way)
 launch_us      per-call time of a tiny kernel launched back to back
 
-Copies, transfers and launches are timed as the pairs are (common.timing.time_call). A matrix rate no version may
-beat is the best the library reaches by any usual way of calling and timing it, so a pair timed under sustained
-load reads somewhat under it, never over (an H100 does an 8192^3 bf16 GEMM in ~1.40 ms from idle, ~1.6 ms under
-sustained load; matmul_how names the winning way). A CPU gets the same names at smaller sizes.
+Each is timed as the pairs are (common.timing.time_call); a CPU gets the same names at smaller sizes.
 """
 from __future__ import annotations
 

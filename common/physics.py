@@ -1,16 +1,11 @@
-"""The physics check: no verified result may beat the floor its own workload implies.
+"""The physics check: no verified result may beat the floor its own workload implies (README.md, "SUSPECT").
 
-A call moves at least `bytes_moved` through the resource its bound names, so it takes at least bytes_moved / (the
-measured bandwidth of that resource):
-    memory, compute, launch   device memory   copy_gbps (a 1 GiB device copy, read + write)
-    transfer                  the host link   h2d_gbps, or duplex_gbps when data moves both ways at once (duplex)
-    link                      GPU to GPU      p2p_gbps
-A result more than 10% under that floor did not do the work it claims (it returned something computed earlier, its
-work escaped the timer) or the ceilings are wrong (measured on a busy machine): the report marks it SUSPECT.
-Device memory's floor counts only the bytes that cannot hide in the largest cache (GPU L2, CPU last level): at most
-that much stays in cache, whatever the working set (a cut-off at 4x the cache once let a reusing variant move 2x
-its bytes "from cache" unnoticed). Links have no cache in front: every byte counts. A compute-bound baseline is
-also held to its FLOP floor (flops / its precision's matmul rate); a variant may change the algorithm: bytes only.
+A call moves at least `bytes_moved` through the resource its bound names (device memory: copy_gbps; the host link:
+h2d_gbps, or duplex_gbps where data moves both ways at once; GPU to GPU: p2p_gbps), so it takes at least
+bytes_moved / that bandwidth. A result more than 10% under that floor did not do the work it claims, or the ceilings
+are wrong: the report marks it SUSPECT. Device memory's floor counts only the bytes that cannot hide in the largest
+cache (a cut-off at 4x the cache once let a reusing variant move 2x its bytes "from cache" unnoticed). A
+compute-bound baseline is also held to its FLOP floor; a variant may change the algorithm: bytes only.
 """
 from __future__ import annotations
 

@@ -140,12 +140,9 @@ def _share_cell(v: dict, notes: _Notes) -> str:
 def baseline_moved(p: dict) -> str | None:
     """The note for a pair whose baseline ran at levels more than BASELINE_MOVED apart, their intervals apart, in
     the rounds beside two of its variants (results.json's baseline_in_rounds_ms); None where it held one level.
-
-    Each speedup is the baseline over the variant in the same rounds, which cancels what moves both (then the
-    speedups rank the variants and their medians, taken at different moments, may not). What moves only the
-    baseline (a host-bound eager step while the host slows; what a variant leaves behind) makes two variants'
-    speedups ratios over two different baselines, and their order can differ from their times'. The report cannot
-    tell the two apart from the baseline alone, so the note names both readings."""
+    A speedup over the baseline of its own rounds cancels what moves both (the GPU's clock), but what moves only the
+    baseline (a host-bound step while the host slows; what a variant leaves behind) makes two speedups ratios over two
+    different baselines. The baseline alone cannot tell which happened, so the note names both readings."""
     levels = [(v["name"], v["baseline_in_rounds_ms"]) for v in p.get("variants") or []
               if v.get("baseline_in_rounds_ms") and v.get("speedup") is not None]
     apart = [(b[1][0] / a[1][0], a, b) for a in levels for b in levels   # every two, not only the extremes: a
@@ -303,10 +300,9 @@ class CompareRefused(Exception):
 
 
 def compare_runs(old: dict, new: dict, allow_quick_vs_full: bool = False) -> tuple[str, int]:
-    """A table of per-variant median changes, and the number of regressions: slower by more than REGRESSION_PCT
-    with the two intervals (median ± half its 95% CI; several runs: `merge_runs`) apart, verified before and failing
-    now, or in the old run and missing from the new one. Raises CompareRefused for a quick run against a full one
-    (different sizes) unless allow_quick_vs_full; different devices or hosts are stated at the top."""
+    """A table of per-variant median changes, and the number of regressions (as its last line says; the intervals:
+    `_span`). Raises CompareRefused for a quick run against a full one (different sizes) unless allow_quick_vs_full;
+    different devices or hosts are stated at the top."""
     notes = _compare_notes(old, new, allow_quick_vs_full)
     lines = [_run_line("old", old), _run_line("new", new)] + [f"warning: {n}" for n in notes]
     lines.append(f"{'pair / variant':58s} {'old ms':>10s} {'new ms':>10s} {'change':>8s}")
@@ -324,12 +320,11 @@ _RANK = {"FAILED": 0, "skipped": 1, "SUSPECT": 2}   # a variant's outcome, worst
 
 
 def merge_runs(docs: list[dict], worst: bool = True) -> dict:
-    """Several runs of one side of a comparison as one document (the header lists their commits). A host-bound pair
-    moves more from run to run than each run's own interval says, so a variant's interval spans every run's (`runs_ms`)
-    and its median is the median of the runs' medians. Where runs disagree on an outcome, the new side (`worst`) takes
-    its worst run's (FAILED, skipped or SUSPECT in any run is so for the side), the old side its best run's: a failure
-    the old code had once does not excuse one the new code has every time. A pair or variant missing from a run (a
-    rerun of a few pairs) is taken from the others. Raises CompareRefused for different devices, or quick and full."""
+    """Several runs of one side of a comparison as one document. A host-bound pair moves more from run to run than
+    each run's own interval says, so a variant's interval spans every run's (`runs_ms`) and its median is the median
+    of the runs' medians. Where runs disagree on an outcome, the new side (`worst`) takes its worst run's, the old
+    side its best run's: a failure the old code had once does not excuse one the new code has every time. A pair or
+    variant missing from a run (a rerun of a few pairs) is taken from the others."""
     if len({(d["device"]["name"], bool(d.get("quick"))) for d in docs}) > 1:
         raise CompareRefused("the runs of one side are of different devices, or quick and full runs mixed")
     if len(docs) == 1:
@@ -428,7 +423,6 @@ def _compare_pair(key, old: dict | None, new: dict | None) -> list[tuple[str, in
 
 
 def _compare_variant(label: str, va: dict | None, vb: dict | None) -> tuple[str, int]:
-    """Slower or faster only when the change exceeds REGRESSION_PCT and the two runs' intervals do not overlap."""
     if va is None:
         return _row(label, "new variant")
     sa = variant_status(va)[0]

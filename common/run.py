@@ -3,24 +3,17 @@
 Called as `python -m common.run SPEC.json` (common.launch.RunSpec: what benchmark.py decided; through torchrun for
 pairs with NPROC > 1), one process per pair, so a crash stays inside it.
 
-`run_pair` builds the reference inputs (the seed-A workload and seed B's per-call inputs; constant inputs are
-refused), prepares and verifies the baseline (its outputs become the references), then each variant in turn as a
-`Trial`, each on its own copy of the workload and in its numerics flags (common.numerics). The baseline stays
-prepared until the last variant is done; its checks after timing run once, at the end.
-
-For one variant, the callable prepare() returns is the one that is verified and the one that is timed:
+`run_pair` prepares and verifies the baseline (its outputs become the references), then each variant in turn as a
+`Trial`, on its own copy of the workload and in its numerics flags. The baseline stays prepared until the last
+variant is done; its checks after timing run once, at the end. The steps of one variant (README.md, "How we
+measure", says why each exists):
   a. its first call and a later call match the baseline's output;
-  b. the per-call inputs are overwritten in place with seed B's values and the same callable must return seed
-     B's answer: a result computed before the call (in prepare(), or cached from an earlier call) fails here;
-  c. after every call: no input changed but the declared state, no global numerics flag changed, and the output
-     the caller's stream sees is final;
-  d. timed in interleaved rounds with the baseline (`time_with_baseline`), the answers of calls inside the loop
-     checked (`in_loop_check`); then verified once more, and once after three calls back to back with nothing
-     between (two, for calls of over a second);
-  e. the physics check (common.physics): faster than the floor its workload implies is SUSPECT, and its
-     speedup is not a result.
-A failing variant fails alone; the others still run. After each variant the result so far is written, so a
-variant that hangs loses no one else's work.
+  b. with its per-call inputs overwritten in place with seed B's values, the same callable returns B's answer;
+  c. after every call: no input changed but the declared state, no numerics flag changed, the output is final;
+  d. timed in rounds with the baseline (`time_with_baseline`, `in_loop_check`), verified again, and after calls
+     back to back;
+  e. the physics check (common.physics): faster than its workload's floor is SUSPECT, its speedup no result.
+A failing variant fails alone; after each variant the result so far is written.
 """
 from __future__ import annotations
 
@@ -361,11 +354,8 @@ class Trial:
         self.rate(say=False)
 
     def own_work(self, w):
-        """The workload as this variant's rates see it: with its own bytes where it declares them (`bytes_moved(w)`
-        in the variant file: it moves fewer bytes by design, e.g. float8 weights). Honoured only between the
-        workload's bytes scaled by its precision's width over the baseline's (float8 for bf16: half) and the
-        workload's bytes; outside that it is ignored, with a note: fewer declared bytes lower the physics check's
-        floor, so they must be earned by the precision."""
+        """The workload with this variant's own `bytes_moved(w)` where it declares them, within the bounds the
+        contract gives (common.pair): fewer declared bytes lower the physics floor, so the precision must earn them."""
         own = None if self.is_base else getattr(self.v.module, "bytes_moved", None)
         if not own:
             return w
@@ -493,10 +483,8 @@ def timed_entry(ctx: Context, trial: "Trial") -> Timed:
 
 
 def time_with_baseline(ctx: Context, base: "Trial", t: "Trial | None") -> None:
-    """Step d: the baseline and one variant timed in interleaved rounds (common.timing.time_rounds), so
-    that whatever drifts while they are timed falls on both; the variant's speedup is the median of the
-    per-round ratios. The last call of rounds 1, 2, 4, 8, ... is checked against the baseline's answer
-    on the same values (`in_loop_check`). The baseline's samples pool over every variant it is timed beside."""
+    """Step d: the baseline and one variant timed in interleaved rounds (common.timing.time_rounds), the answers
+    inside them checked (`in_loop_check`). The baseline's samples pool over every variant it is timed beside."""
     log(f"  {t.v.name if t else 'baseline'}: timing" + (" (in turn with the baseline)" if t else ""))
     trials = [base] + ([t] if t else [])
     entries = [base.timed] + ([timed_entry(ctx, t)] if t else [])
@@ -531,13 +519,10 @@ def time_with_baseline(ctx: Context, base: "Trial", t: "Trial | None") -> None:
 
 
 def in_loop_check(ctx: Context, base: "Trial", trials: list["Trial"]):
-    """The answer of a call made inside the timed loop, at its pace, against the baseline's on the same values.
-
-    It catches a variant that answers differently at speed (a lower precision once called N times in a row, a
-    cache warmed by a streak, an autotuner switching mid-loop), which one call at a time does not. The kept answer
-    is the round's last call, with the most calls back to back before it; the baseline is then fed the same value
-    set and called alone. Not for pairs whose call updates declared state (a KV cache): there each variant's state
-    has moved on in its own way."""
+    """A round's last call inside the timed loop (the most calls back to back before it) against the baseline fed
+    the same values and called alone: it catches an answer that differs at speed (a lower precision after N calls
+    in a row, a cache warmed by a streak). Not where the call updates declared state (a KV cache): each variant's
+    state has moved on in its own way."""
     def check(index: int, entry: Timed, kept) -> None:
         trial = trials[index]
         if ctx.refs.a.updated:

@@ -1,21 +1,13 @@
-"""Time prepared calls the way a user's loop sees them.
+"""Time prepared calls the way a user's loop sees them (README.md, "Timing", gives the method and its numbers).
 
 GPU: after a warm-up under sustained load, samples bracketed by CUDA events on the current stream, with no sync
-between them (the queue stays full, as in a training loop), in rounds of about 50 ms, until the median's 95%
-confidence interval is under 1% of it or the budget is spent. CPU: the same with time.perf_counter. Calls
-compared with each other (a baseline and a variant) are timed in interleaved rounds (`time_rounds`), so
-whatever drifts meanwhile (clocks, the host's other work, allocator and cache state) falls on both alike.
-
-Given `feed`, every sample is one call, and before it `feed(i)` writes a value set never seen before into the
-per-call inputs (then, for memory-bound pairs, L2 is scrubbed), outside the events: as in a real loop, which
-never calls a step twice on the same values, a variant that keeps earlier results gains nothing, and the
-writing costs it nothing. Without `feed` (the validation scripts), a sample under 1 ms is a batch of calls.
-
-Work that escapes the caller's stream (a side stream nobody joins) ends after the last event, unseen by the
-events but not by the host clock: where the *median* round's wall time exceeds its event span by over 5% (one
-slow round is the host: the first round once paid for loading the scrubber's kernel), the variant is marked and
-re-timed with a device-wide sync around every sample. The harness also reads each verified output on the
-caller's stream before a device-wide sync: an output still being written by unjoined work fails there.
+between them, in rounds of about 50 ms, until the median's 95% confidence interval is under 1% of it or the budget
+is spent. CPU: the same with time.perf_counter. Calls compared with each other are timed in interleaved rounds
+(`time_rounds`), so whatever drifts meanwhile falls on both alike. Given `feed`, every sample is one call on values
+never seen before, written (then, for memory-bound pairs, L2 scrubbed) outside the events; without it (the
+validation scripts), a sample under 1 ms is a batch of calls. Where the *median* round's wall time exceeds its
+event span by over 5%, work escaped the caller's stream: the variant is re-timed with a device-wide sync around
+every sample.
 """
 from __future__ import annotations
 
@@ -116,18 +108,10 @@ def summarize(per_call_s: list[float], calls: int, timer: str, flush: bool, warm
 
 
 class L2Scrubber:
-    """Puts L2 in the state a memory-bound call meets in a loop of itself, before each of its samples.
-
-    It reads a buffer twice L2's size (evicting the last call's data, dirty lines written back here, outside the
-    events), then writes as many bytes as the call returns (`output_bytes`, up to L2's size; the harness gives
-    the baseline's output, which every variant must match): in a loop, the previous output would sit in L2
-    unwritten, and its write-back while the call reads is part of the call's cost (intermediates are not
-    counted: at most their last L2 of write-back goes unpaid). Neither half alone is honest. On the H100
-    (profiles/h100/ch13-d19f8c2/probe.md, against a loop of the call with no scrub): a scrub that writes its
-    whole buffer (as triton.testing.do_bench's does) leaves L2 dirty, and a call that writes little pays the
-    write-back of ~50 MB it never wrote, +9.2 us on a 235 MiB read; a scrub that only reads lets a call that
-    writes a lot leave its last L2 of writes to the scrub, outside its events, -5.0 us on a 235 MiB copy. This
-    one: +0.6 and +1.0 us."""
+    """Puts L2 in the state a memory-bound call meets in a loop of itself, before each of its samples: reads a
+    buffer twice L2's size (evicting the last call's data, dirty lines written back here, outside the events), then
+    writes as many bytes as the call returns (`output_bytes`, up to L2's size), as the previous output would sit in
+    L2 unwritten. Why both halves (H100, profiles/h100/ch13-d19f8c2/probe.md): README.md, "Timing", step 3."""
 
     def __init__(self, device: torch.device):
         props = torch.cuda.get_device_properties(device)
@@ -189,12 +173,9 @@ def warm_up(fn: Callable[[], Any], device: torch.device, budget_s: float,
             agree: Callable[[float], float], min_s: float = WARMUP_MIN_S) -> tuple[float, int]:
     """Load the device back to back until the per-call time settles. Returns (estimate_s, calls made).
 
-    Synced calls first take the one-time costs (kernel selection, allocation, a lazy NCCL or cuBLAS init): the
-    first, then two more that count towards `budget_s` (one, where it alone spends the budget), so calls of
-    seconds stop there. Then ~25 ms windows of back-to-back calls run until three in a row agree within 1%,
-    after at least `min_s`: a GPU under sustained load lowers its clocks to stay within its power budget, and
-    the harness reports that steady state. Memory- and launch-bound work settles within WARMUP_MIN_S; dense
-    matrix work heats the chip over seconds (an 8192^3 bf16 GEMM on an H100 goes from ~1.40 ms cool to
+    Three synced calls take the one-time costs (the last two count towards `budget_s`, so calls of seconds stop
+    there); then ~25 ms windows of back-to-back calls until three in a row agree within 1%, after at least `min_s`.
+    Dense matrix work heats the chip over seconds (an 8192^3 bf16 GEMM on an H100 goes from ~1.40 ms cool to
     ~1.62 ms, its SM clock from 1980 to ~1350-1450 MHz), hence COMPUTE_WARMUP_S.
     """
     first = [_synced(fn, device)]
@@ -282,12 +263,9 @@ class Timed:
 
 
 def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | None, Any]:
-    """One round of `t.rnd` samples timed with CUDA events, and its wall-over-span ratio; its host pace goes to
-    `t.host_rounds` (`host_pace`). The span starts with an event recorded before the first feed and scrub: all the
-    round launches on the caller's stream lies between that event and the last one. The host clock starts once
-    the GPU has reached that event. With `keep`, the round runs at least `t.streak` samples, and the output of its
-    last call (the one with the most calls back to back before it) is copied after that sample's closing event,
-    so the copy is not timed."""
+    """One round of `t.rnd` samples timed with CUDA events, and its wall-over-span ratio (README.md, "Timing", step
+    5); its host pace goes to `t.host_rounds`. With `keep`, the round runs at least `t.streak` samples, and its last
+    call's output is copied after that sample's closing event, untimed."""
     torch.cuda.synchronize(device)
     n = max(t.rnd, t.streak) if keep else t.rnd
     # Events made once and reused, recorded on the stream fetched once: on an H200's host two new events recorded
@@ -325,9 +303,10 @@ def _round_events(t: Timed, device, keep: bool) -> tuple[list[float], float | No
     return [s.elapsed_time(e) * 1e-3 / t.calls for s, e in pending], ratio, kept
 
 
-def _round_wall(t: Timed, device: torch.device, keep: bool) -> tuple[list[float], Any]:
+def _round_wall(t: Timed, device: torch.device, keep: bool) -> tuple[list[float], None, Any]:
     """One round timed on the host clock, with a device-wide sync around each sample on a GPU: nothing can
-    escape it (the CPU's timer, and the re-timing of a variant whose work escaped the caller's stream)."""
+    escape it (the CPU's timer, and the re-timing of a variant whose work escaped the caller's stream). Returns
+    what `_round_events` does, with no wall-over-span ratio."""
     times, out = [], None
     for _ in range(max(t.rnd, t.streak) if keep else t.rnd):
         t.between()
@@ -337,13 +316,19 @@ def _round_wall(t: Timed, device: torch.device, keep: bool) -> tuple[list[float]
             out = t.fn()   # the previous output is freed here, inside the interval, as in a loop
         _sync(device)
         times.append((time.perf_counter() - t0) / t.calls)
-    return times, (_clone(out) if keep else None)
+    return times, None, (_clone(out) if keep else None)
+
+
+def _add_round(t: Timed, times: list[float], ratio: float | None) -> None:
+    if ratio is not None:
+        t.wall_ratios.append(ratio)
+    t.per_call.extend(times)
+    t.round_s.append(statistics.median(times))
 
 
 def paired_speedup(base_round_s: list[float], round_s: list[float]) -> tuple[float, tuple[float, float]] | None:
     """The speedup from rounds timed in turn: the median of the per-round ratios (the baseline's round median
-    over the variant's, each pair of rounds taken back to back) and that median's 95% interval. A ratio of two
-    rounds a few tens of ms apart is blind to what drifts more slowly: that falls on both sides alike."""
+    over the variant's) and that median's 95% interval."""
     ratios = sorted(b / v for b, v in zip(base_round_s, round_s) if b > 0 and v > 0)
     if len(ratios) < 3:
         return None
@@ -424,17 +409,16 @@ def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float =
                 agree: Callable[[float], float] = None, compute_bound: bool = False,
                 check: Callable[[int, Timed, Any], None] | None = None,
                 guard: Callable[[Callable[[], Any]], Any] | None = None) -> None:
-    """Time every entry in interleaved rounds until each is known well enough; fills per_call, round_s, wall_ratios.
-
-    Round r runs one round of every live entry, forwards on even r and backwards on odd r (ABBA), so a drift
-    falls on each entry alike and each variant's round sits beside the baseline's (entry 0). `check(index,
-    entry, kept)` is called after the check rounds (1st, 2nd, 4th, 8th, ...) with the output of the round's last
-    call; raising fails that entry. `guard(step)` runs each entry's round (in several processes: every rank
-    agrees on a failure); an entry whose round raises is dropped, its exception in `entry.error`.
+    """Time every entry in interleaved rounds (ABBA: forwards on even rounds, backwards on odd ones) until each is
+    known well enough; fills per_call, round_s, wall_ratios. `check(index, entry, kept)` is called after the check
+    rounds (1st, 2nd, 4th, 8th, ...) with the round's last output; raising fails that entry. `guard(step)` runs
+    each step (in several processes: every rank agrees on a failure); an entry whose step raises is dropped, its
+    exception in `entry.error`.
     """
     agree, guard = agree or _alone, guard or (lambda step: step())
     device = torch.device(device)
     on_gpu = device.type == "cuda"
+    timed_round = _round_events if on_gpu else _round_wall
     for i, t in enumerate(entries):   # the first entry's warm-up heats the chip for all
         min_s = COMPUTE_WARMUP_S if compute_bound and on_gpu and i == 0 else WARMUP_MIN_S
         warm_s = max(min_s, min(2.0, budget_s))
@@ -460,14 +444,8 @@ def time_rounds(entries: list[Timed], device: torch.device, *, budget_s: float =
         for t in (live if r % 2 == 0 else live[::-1]):
             try:
                 with t.context():
-                    if on_gpu:
-                        times, ratio, kept = guard(lambda: _round_events(t, device, keep))
-                        if ratio is not None:
-                            t.wall_ratios.append(ratio)
-                    else:
-                        times, kept = guard(lambda: _round_wall(t, device, keep))
-                    t.per_call.extend(times)
-                    t.round_s.append(statistics.median(times))
+                    times, ratio, kept = guard(lambda: timed_round(t, device, keep))
+                    _add_round(t, times, ratio)
                     if keep:
                         guard(lambda: check(entries.index(t), t, kept))
             except Exception as e:  # noqa: BLE001 - this entry fails alone; the others go on
@@ -481,13 +459,8 @@ def _rounds_alone(t: Timed, device, budget_s: float, agree, events: bool) -> Non
     wall-clock check, or host-clock rounds with a sync around each sample."""
     started = time.perf_counter()
     while not agree(0.0 if _settled([t], time.perf_counter() - started, budget_s) else 1.0) == 0.0:
-        if events:
-            times, ratio, _ = _round_events(t, device, False)
-            t.wall_ratios.append(ratio)
-        else:
-            times, _ = _round_wall(t, device, False)
-        t.per_call.extend(times)
-        t.round_s.append(statistics.median(times))
+        times, ratio, _ = (_round_events if events else _round_wall)(t, device, False)
+        _add_round(t, times, ratio)
 
 
 def wall_check(ratios: list[float]) -> dict:
@@ -499,18 +472,11 @@ def wall_check(ratios: list[float]) -> dict:
 
 
 def host_pace(t: Timed) -> dict | None:
-    """Whether the GPU waited on the host between samples. A round the host issues more slowly than the GPU runs
-    it ends with the GPU caught up: all but its last sample done by the time the host has issued that one. The
-    GPU then met each sample's first event before the call was issued, so the span holds host time: the call's
-    launch, or all of the call where it syncs on its own (a `.item()`). The host's pace is the harness's feed,
-    scrub and events plus the call's own host time. Also returned: the median round's host issue time over its
-    GPU span (near 1 once the GPU has caught up, however slow the host).
-
-    A round starts with the GPU idle, so in a round of few samples (calls of 5 ms to 0.5 s: 2 to 9 samples) a
-    host a little faster than the GPU can also end caught up: with n samples, one at (n - 1) / n of the GPU's
-    pace or more. In a multi-process pair this is the reporting rank's own rounds. None for a sample of several
-    calls (a loop of the call, paced by whichever of the two is slower, as a program's loop is) and for rounds of
-    one sample (calls of half a second or more: no earlier sample to have caught up)."""
+    """Whether the GPU waited on the host between samples (README.md, "Timing"): in most rounds, all but the last
+    sample done by the time the host had issued that one; also the median round's host issue time over its GPU
+    span. In a multi-process pair, the reporting rank's own rounds. None for a sample of several calls (a loop of
+    the call, paced by whichever of the two is slower) and for rounds of one sample (no earlier sample to have
+    caught up)."""
     if t.calls > 1 or t.rnd < 2 or not t.host_rounds:
         return None
     ratios, caught_up = [r for r, _ in t.host_rounds], sum(c for _, c in t.host_rounds)
@@ -519,8 +485,7 @@ def host_pace(t: Timed) -> dict | None:
 
 
 def back_to_back_calls(call_s: float) -> int:
-    """Three calls back to back, or two where a call takes over SLOW_ROUND_S (the second still follows the
-    first with nothing between them)."""
+    """Three calls back to back, or two where a call takes over SLOW_ROUND_S."""
     return 2 if call_s > SLOW_ROUND_S else 3
 
 
@@ -535,9 +500,8 @@ def back_to_back(fn: Callable[[], Any], feed_b: Callable[[], Any], calls: int = 
 
 
 def gpu_state(device: torch.device) -> dict | None:
-    """SM clock (MHz), power (W) and temperature (C) from NVML, or None where NVML is not installed. Read right
-    after timing: under sustained load an H100 runs below its 1980 MHz boost clock to stay within its power limit.
-    """
+    """SM clock (MHz), power (W) and temperature (C) from NVML, or None where NVML is not installed: read right
+    after timing, as sustained load lowers the clock (`warm_up`)."""
     try:
         import pynvml
         pynvml.nvmlInit()

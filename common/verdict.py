@@ -1,19 +1,12 @@
 """From profiler metrics to a verdict and a next step: the checklists readers know, written down as code.
 
 `verdict(metrics, device_type)` is pure, so the walkthrough, any kernel's ncu CSV and a harness report get the same
-reading, and the thresholds are tested rather than remembered. Their sources:
-- Triton's grading (the Triton tutorials' performance guide), against the measured ceiling (`--peaks`), not the
-  datasheet's: bandwidth good above 60%, needs work below 30%; compute above 80% and below 50%; "fair" between. The
-  H100 reports give no reason to lower the bars: ch1's coalesced kernel reaches 97.1% of copy bandwidth, its tf32 and
-  bf16 GEMMs 87.6% and 88.6% of the matmul peak (profiles/h100/ch1/results.json), the vectorized kernel 99.5% of
-  copy (profiles/h100/ch1-first-run/results.json).
-- Nsight Compute's speed of light: SM and memory throughput both under 50% of peak is latency-bound (too few warps,
-  a dependency chain, half-empty tail waves); one above 60% is the bound. Sectors per global-load request over twice
-  the ideal (32 threads x 4-byte words = 4 sectors of 32 bytes; 16 for 16-byte loads): uncoalesced. Occupancy under
-  25% with over 128 registers per thread: registers limit the warps (65536 per SM / 128 / 32 = 16 warps of 64 = 25%).
-  L2 hit rate under 50% in a memory-bound kernel: tiles are re-read from DRAM.
-- PyTorch's performance tuning guide and profiler recipe: GPU idle over 20% of the step, allocation over 10% of the
-  CPU time, over 100 kernels per step averaging under 10 us, a compute-bound step under 50% of the matmul peak.
+reading, and the thresholds are tested rather than remembered. ch13/README.md's table gives each one's source and
+reason: Triton's grading against the measured ceiling (`--peaks`), whose bars the H100 reports give no reason to lower
+(ch1's coalesced kernel reaches 97.1% of copy bandwidth, its tf32 and bf16 GEMMs 87.6% and 88.6% of the matmul peak:
+profiles/h100/ch1/results.json); Nsight Compute's speed of light, sectors per request (ideal: 32 threads x 4 bytes =
+4 sectors of 32 bytes), occupancy against registers (65536 per SM / 128 / 32 = 16 warps of 64 = 25%) and L2 hit rate;
+PyTorch's tuning guide and profiler recipe for the step's idle time, allocation and kernel count.
 Every rule but the allocation share reads GPU hardware: a CPU run gets none (its figures are not results).
 As a script, `python common/verdict.py [--recommend] profiles/runs/<run>/results.json` prints `results_verdicts`
 (or `recommendations`, each report's recommendations.md)."""

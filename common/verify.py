@@ -24,13 +24,10 @@ import torch
 
 TOLERANCE = {"fp64": (1e-10, 1e-9), "fp32": (1e-5, 1e-4), "tf32": (1e-3, 1e-3), "fp16": (2e-3, 2.5e-3),
              "bf16": (1e-2, 1.25e-2), "fp8": (0.15, 0.25)}
-DTYPE_PRECISION = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+DTYPE_PRECISION = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
+                   torch.float8_e4m3fn: "fp8", torch.float8_e5m2: "fp8"}
 PRECISION_DTYPE = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
-                   "fp16": torch.float16, "bf16": torch.bfloat16}
-for _name in ("float8_e4m3fn", "float8_e5m2"):
-    if hasattr(torch, _name):
-        DTYPE_PRECISION[getattr(torch, _name)] = "fp8"
-PRECISION_DTYPE["fp8"] = getattr(torch, "float8_e4m3fn", torch.bfloat16)
+                   "fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
 _ORDER = ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8"]  # tighter to looser
 
 

@@ -14,43 +14,34 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from common import nvtx
 
 
-def torch_trace(fn, label: str, outdir: Path, calls: int = 5, *, cuda: bool) -> str:
-    """A torch.profiler trace of `calls` calls, each in a range named `label`; returns the trace's path.
-    `cuda` (the run's device is a GPU) is required: False (a CPU run) leaves CUDA alone even where a GPU is
-    visible, with no GPU activity asked of CUPTI and no CUDA context made by a synchronize."""
-    Path(outdir).mkdir(parents=True, exist_ok=True)
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=acts) as prof:
-        for _ in range(calls):
-            with record_function(label), nvtx.range(label):
+def profile_calls(fn, label: str, mode: str | None, outdir: Path | None, calls: int = 5, *,
+                  cuda: bool) -> str | None:
+    """Run a few calls again under the requested profiler, each in a range named `label`. "torch": a
+    torch.profiler trace, whose path is returned; "nsys" or "ncu" wrap this process and capture between
+    cudaProfilerStart and Stop. `cuda` (the run's device is a GPU) is required: False (a CPU run) leaves CUDA
+    alone even where a GPU is visible, with no GPU activity asked of CUPTI and no CUDA context made by a sync."""
+    if mode == "torch":
+        Path(outdir).mkdir(parents=True, exist_ok=True)
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=acts) as prof:
+            for _ in range(calls):
+                with record_function(label), nvtx.range(label):
+                    fn()
+            if cuda:
+                torch.cuda.synchronize()
+        path = Path(outdir) / f"{label.replace('/', '__')}.trace.json"
+        prof.export_chrome_trace(str(path))
+        return str(path)
+    if mode:
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.profiler.start()
+        with nvtx.range(label):
+            for _ in range(calls):
                 fn()
         if cuda:
             torch.cuda.synchronize()
-    path = Path(outdir) / f"{label.replace('/', '__')}.trace.json"
-    prof.export_chrome_trace(str(path))
-    return str(path)
-
-
-def capture_range(fn, label: str, calls: int = 5, *, cuda: bool) -> None:
-    """nsys / ncu wrap this process and capture between cudaProfilerStart and Stop (a CUDA run only)."""
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.profiler.start()
-    with nvtx.range(label):
-        for _ in range(calls):
-            fn()
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.profiler.stop()
-
-
-def profile_calls(fn, label: str, mode: str | None, outdir: Path | None, calls: int = 5, *,
-                  cuda: bool) -> str | None:
-    """Run a few calls again under the requested profiler; returns the trace path for "torch"."""
-    if mode == "torch":
-        return torch_trace(fn, label, outdir, calls, cuda=cuda)
-    if mode:
-        capture_range(fn, label, calls, cuda=cuda)
+            torch.cuda.profiler.stop()
     return None
 
 
