@@ -95,12 +95,29 @@ def test_every_ch1_file_runs_as_a_script():
     assert "optimized_batched_gemm" in proc.stdout
 
 
-def test_compare_profile_writes_a_trace_per_variant(tmp_path):
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_compare_profile_writes_a_trace_per_variant(tmp_path, device):
+    """A trace per variant, holding its profiled calls. On a GPU each also holds their kernels and launch calls:
+    batched_gemm is launch-bound, so its kernels are counted under the profiler just before its trace is taken,
+    the order in which a trace once came out with neither (common.profiling.capture._profiler)."""
+    import torch
+    from collections import Counter
     from ch1.compare import profile
-    rc = profile("torch", ["--quick", "--pair", "batched_gemm", "--device", "cpu", "--output", str(tmp_path)])
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    rc = profile("torch", ["--quick", "--pair", "batched_gemm", "--device", device, "--output", str(tmp_path)])
     assert rc == 0
-    traces = sorted(p.name for p in tmp_path.glob("*.trace.json"))
-    assert traces == ["ch1__batched_gemm__baseline.trace.json", "ch1__batched_gemm__optimized_batched_gemm.trace.json"]
+    traces = sorted(tmp_path.glob("*.trace.json"))
+    assert [t.name for t in traces] == ["ch1__batched_gemm__baseline.trace.json",
+                                        "ch1__batched_gemm__optimized_batched_gemm.trace.json"]
+    for t in traces:
+        events = json.loads(t.read_text())["traceEvents"]
+        cats = Counter(e.get("cat") for e in events)
+        label = t.name.removesuffix(".trace.json").replace("__", "/")
+        calls = [e for e in events if e.get("name") == label and e.get("cat") == "user_annotation"]
+        assert len(calls) == 5, (t.name, dict(cats))   # the five profiled calls, each in its host range
+        if device == "cuda":
+            assert cats["kernel"] >= 5 and cats["cuda_runtime"] >= 5, (t.name, dict(cats))
 
 
 def pip_dry_run(cwd, requirements):

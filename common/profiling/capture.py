@@ -4,7 +4,10 @@ replays many kernels from one launch call, a fused kernel replaces several), and
 per call where the host set the pace (gpu_busy_ms)."""
 from __future__ import annotations
 
+import os
 import statistics
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -12,6 +15,26 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from common import nvtx
+
+
+DETACH_S = 0.1   # how long _profiler makes CUDA calls after a profile, so that Kineto can detach CUPTI
+
+
+@contextmanager
+def _profiler(cuda: bool):
+    """torch.profiler over the host (and the GPU where `cuda`), that leaves the next profile able to see the GPU.
+    With TEARDOWN_CUPTI=1 (common.launch sets it in a CUDA run's workers) Kineto detaches CUPTI after a profile
+    from a thread, inside the first CUDA call that thread sees; a profile started before that call loses its GPU
+    events when it comes (pytorch/kineto#1554). On an H100 a --profile torch trace taken right after the kernel
+    counts held no kernel and no runtime call. CUDA calls for a moment after each profile give the detach its call."""
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=acts) as prof:
+        yield prof
+    if cuda and os.environ.get("TEARDOWN_CUPTI") == "1":
+        end = time.perf_counter() + DETACH_S
+        while time.perf_counter() < end:
+            torch.cuda.synchronize()
+            time.sleep(0.002)
 
 
 def profile_calls(fn, label: str, mode: str | None, outdir: Path | None, calls: int = 5, *,
@@ -22,8 +45,7 @@ def profile_calls(fn, label: str, mode: str | None, outdir: Path | None, calls: 
     alone even where a GPU is visible, with no GPU activity asked of CUPTI and no CUDA context made by a sync."""
     if mode == "torch":
         Path(outdir).mkdir(parents=True, exist_ok=True)
-        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-        with profile(activities=acts) as prof:
+        with _profiler(cuda) as prof:
             for _ in range(calls):
                 with record_function(label), nvtx.range(label):
                     fn()
@@ -54,7 +76,7 @@ def gpu_busy_ms(fn, between, calls: int = 5) -> float | None:
         return None
     try:
         torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with _profiler(cuda=True) as prof:
             for _ in range(calls):
                 with record_function("harness.between"):
                     between()
@@ -116,7 +138,7 @@ def count_launches(fn, calls: int = 3) -> dict | None:
         return None
     try:
         torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with _profiler(cuda=True) as prof:
             for _ in range(calls):
                 fn()
             torch.cuda.synchronize()
