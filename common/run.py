@@ -440,8 +440,9 @@ def profile_variant(fn, v: Variant, ctx: Context) -> dict:
     """Kernels per call (GPU), and the requested profile or the overlap timeline."""
     out = {}
     # Kernel and launch counts are a launch-bound pair's story; elsewhere they cost a profiler start
-    # (4-6 s a pair on an H100) for a figure nobody reads, so they come only with --profile.
-    if ctx.device.type == "cuda" and (ctx.pair.bound == "launch" or ctx.profile):
+    # (4-6 s a pair on an H100) for a figure nobody reads, so they come only with --profile. Not under nsys or
+    # ncu, which hold the profiling interface: torch.profiler sees no GPU work there, and its counts read 0.
+    if ctx.device.type == "cuda" and (ctx.pair.bound == "launch" or ctx.profile) and ctx.profile not in ("nsys", "ncu"):
         out.update(count_launches(fn) or {})
     label = f"{ctx.pair.key}/{v.name}" + (f".rank{os.environ.get('RANK', '0')}" if ctx.world_size > 1 else "")
     # Overlap pairs always get a timeline next to the report: a trace and its Gantt chart.

@@ -120,6 +120,25 @@ def test_compare_profile_writes_a_trace_per_variant(tmp_path, device):
             assert cats["kernel"] >= 5 and cats["cuda_runtime"] >= 5, (t.name, dict(cats))
 
 
+def test_compare_profile_ncu_reports_no_kernel_counts(tmp_path):
+    """Under ncu, which holds the profiling interface, torch.profiler sees no GPU work: the launch-bound pair's kernel
+    and launch counts, which a plain run reports, are left out rather than read as 0. The report and its
+    speed-of-light rows are written, and both variants verify."""
+    import csv
+    import shutil
+    import torch
+    from ch1.compare import profile
+    if not torch.cuda.is_available() or shutil.which("ncu") is None:
+        pytest.skip("needs a CUDA GPU and ncu")
+    assert profile("ncu", ["--quick", "--pair", "batched_gemm", "--output", str(tmp_path)]) == 0
+    pair, = json.loads((tmp_path / "results.json").read_text())["pairs"]
+    for v in [pair["baseline"], *pair["variants"]]:
+        assert v["verified"] and "kernels_per_call" not in v and "launch_calls_per_call" not in v, v
+    assert (tmp_path / "ch1_batched_gemm.ncu-rep").is_file()
+    rows = list(csv.DictReader((tmp_path / pair["ncu_sol_csv"]).open()))
+    assert rows and all(r["Kernel Name"] for r in rows), rows[:2]
+
+
 def pip_dry_run(cwd, requirements):
     """`pip install -r <requirements>` from `cwd`, offline and installing nothing: pip reads the file (and the
     files it includes) and resolves each requirement against what is installed."""
