@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,28 @@ sys.path.insert(0, str(ROOT))
 # pytest-xdist (`make test`) the controller picks the folder and its workers inherit it.
 if "PYTEST_XDIST_WORKER" not in os.environ or not os.environ.get("PERF_PEAKS_DIR"):
     os.environ["PERF_PEAKS_DIR"] = tempfile.mkdtemp(prefix="test-peaks-")
+
+
+def alive(pid: int) -> bool:
+    """Is the process running? A zombie (killed, not yet reaped) is dead."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def survivors(pids: list[int], within_s: float = 10.0) -> list[int]:
+    """The processes among `pids` still running after up to `within_s`. SIGKILL is sent at once, but a killed child
+    that is not the one reaped (and was stopped first: common.launch._stop) dies when it is next scheduled, which on
+    a loaded 2-core machine was after the check (CI at 5c1ecfc); a process nobody killed runs on."""
+    deadline = time.monotonic() + within_s
+    while (left := [p for p in pids if alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
 
 
 def stand_ins(tmp_path, tools: dict[str, str]) -> str:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from common.results import validate_results
-from conftest import FIXTURES
+from conftest import FIXTURES, alive
 
 
 @pytest.fixture(scope="module")
@@ -136,18 +136,6 @@ def test_a_hanging_pair_times_out_and_is_reported(run_bench, tmp_path):
 
 
 # ----------------------------------------------------------------------------- work lost or left behind
-def _alive(pid: int) -> bool:
-    import os
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # killed but not yet reaped: a zombie is dead
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _start_bench(*args, pidfile):
     import os
     import subprocess
@@ -189,7 +177,7 @@ def test_ctrl_c_stops_the_worker_and_writes_what_finished(tmp_path):
     (fast,) = doc["pairs"]
     assert fast["name"] == "fast" and fast["status"] == "ok"
     assert "ch94/fast" in stdout  # the summary is printed
-    assert not _alive(worker), "the interrupted pair's worker is still running"
+    assert not alive(worker), "the interrupted pair's worker is still running"
 
 
 def test_sigterm_before_anything_finished_writes_nothing_and_stops_the_worker(tmp_path):
@@ -203,7 +191,7 @@ def test_sigterm_before_anything_finished_writes_nothing_and_stops_the_worker(tm
     assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
     assert "Traceback" not in stderr and "nothing finished; no report written" in stderr
     assert not out.exists()  # the folder it created for the report is removed again
-    assert not _alive(worker)
+    assert not alive(worker)
 
 
 _SIGNAL_WHILE_WRITING = """

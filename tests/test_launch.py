@@ -14,7 +14,7 @@ import pytest
 
 from common.launch import RunSpec, run_in_subprocess, settle, watch, WorkerRun
 from common.results import validate_results
-from conftest import ROOT
+from conftest import ROOT, alive, survivors
 
 FAKE_WORKER = r'''
 import json, os, subprocess, sys, time
@@ -56,27 +56,6 @@ time.sleep(1e6)  # hangs
 
 FILES = {"baseline": Path("baseline_x.py"), "optimized_x_a": Path("optimized_x_a.py"),
          "optimized_x_b": Path("optimized_x_b.py"), "optimized_x_c": Path("optimized_x_c.py")}
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a killed child that nobody has reaped yet is a zombie: dead
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def survivors(pids: list[int], within_s: float = 10.0) -> list[int]:
-    """The processes among `pids` still running after up to `within_s`. SIGKILL is sent at once, but a killed child
-    that is not the one reaped (and was stopped first: common.launch._stop) dies when it is next scheduled, which on
-    a loaded 2-core machine was after the check (CI at 5c1ecfc); a process nobody killed runs on."""
-    deadline = time.monotonic() + within_s
-    while (left := [p for p in pids if alive(p)]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
 
 
 @pytest.fixture
