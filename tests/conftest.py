@@ -33,7 +33,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-def survivors(pids: list[int], within_s: float = 10.0) -> list[int]:
+def still_running(pids: list[int], within_s: float = 10.0) -> list[int]:
     """The processes among `pids` still running after up to `within_s`. SIGKILL is sent at once, but a killed child
     that is not the one reaped (and was stopped first: common.launch._stop) dies when it is next scheduled, which on
     a loaded 2-core machine was after the check (CI at 5c1ecfc); a process nobody killed runs on."""

@@ -14,7 +14,7 @@ import pytest
 
 from common.launch import RunSpec, run_in_subprocess, settle, watch, WorkerRun
 from common.results import validate_results
-from conftest import ROOT, alive, survivors
+from conftest import ROOT, alive, still_running
 
 FAKE_WORKER = r'''
 import json, os, subprocess, sys, time
@@ -92,7 +92,7 @@ def test_a_hanging_variant_is_named_and_its_neighbours_are_kept(fake):
     assert c["name"] == "optimized_x_c" and c["skipped"] == "not run: optimized_x_b timed out"
     assert "in_progress" not in r
     assert validate_results(doc_of(r)) == []
-    assert pids and not survivors(pids), "the worker or its child outlived the timeout"
+    assert pids and not still_running(pids), "the worker or its child outlived the timeout"
 
 
 def test_the_timeout_starts_when_the_worker_has_loaded_the_pair(fake):
@@ -128,7 +128,7 @@ def test_an_interrupt_stops_the_worker_and_its_children(fake, tmp_path):
     finally:
         timer.cancel()
     pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
-    assert pids and not survivors(pids)
+    assert pids and not still_running(pids)
 
 
 @pytest.mark.parametrize("stop, survivors", [("common.launch._stop", 0), ("killpg only (before)", 2)])
