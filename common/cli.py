@@ -31,7 +31,7 @@ from common.cuda_ext import build_declared
 from common.discover import CHAPTER_DIR, VARIANT_RULE, UnknownSelection, load_pair, pair_files, select
 from common.files import RUNS_DIR, new_run_folder, run_name, signals_deferred  # runs/: user runs
 from common.host import host_info
-from common.launch import SPARE_AFTER, RunSpec, Spare, run_in_subprocess, tool_missing, worker_env
+from common.launch import SPARE_AFTER, TOOL_PROFILERS, RunSpec, Spare, run_in_subprocess, tool_missing, worker_env
 from common.pair import REPO_ROOT, SWEEP_DTYPES, Pair, pair_record
 from common.report import CompareRefused, compare_runs, merge_runs, summary_markdown, write_report
 from common.results import SCHEMA_VERSION, read_results
@@ -125,7 +125,7 @@ def build_parser(pair_file: Path | None = None) -> argparse.ArgumentParser:
     ap.add_argument("--dtypes", nargs="+", choices=SWEEP_DTYPES, metavar="DTYPE",
                     help=f"as --sizes, for the input dtype ({', '.join(SWEEP_DTYPES)}); with --sizes, every "
                          f"combination, e.g. --dtypes float32 bfloat16")
-    ap.add_argument("--profile", choices=("torch", "nsys", "ncu"), help="also profile each variant's timed call: "
+    ap.add_argument("--profile", choices=("torch", *TOOL_PROFILERS), help="also profile each variant's timed call: "
                     "torch.profiler trace (Chrome/Perfetto JSON), or an nsys / ncu report, written next to "
                     "results.json, e.g. --profile torch")
     ap.add_argument("--output", type=Path, metavar="DIR", help=(
@@ -424,7 +424,7 @@ def _device_for(args, pairs):
     if args.device == "cuda" and not torch.cuda.is_available():
         return "--device cuda: no CUDA GPU is visible to PyTorch"
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if args.profile in ("nsys", "ncu") and device.type != "cuda":
+    if args.profile in TOOL_PROFILERS and device.type != "cuda":
         return f"--profile {args.profile} needs a CUDA GPU"
     if missing := tool_missing(args.profile):
         return missing
@@ -527,7 +527,7 @@ def _run_pairs(pairs: list, device, peaks: dict, args, outdir: Path | None, resu
     why_not = [None if isinstance(p, LoadFailed) else p.cannot_run(device.type, gpus) for p in pairs]
     runs_here = [isinstance(p, Pair) and why is None for p, why in zip(pairs, why_not)]
     # The pairs that start a plain worker (one process, no profiler wrapped around it) can take a spare.
-    takes_spare = [ok and p.nproc == 1 and args.profile not in ("nsys", "ncu") for ok, p in zip(runs_here, pairs)]
+    takes_spare = [ok and p.nproc == 1 and args.profile not in TOOL_PROFILERS for ok, p in zip(runs_here, pairs)]
     spares = Spares([_folder(p).parent for p in pairs], takes_spare, device.type)
     decided = dict(peaks=peaks, quick=args.quick, budget_s=args.budget or (QUICK_BUDGET_S if args.quick else BUDGET_S),
                    profile=args.profile, outdir=str(outdir) if outdir else None)

@@ -51,6 +51,9 @@ MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1
 # (profiles/h100/cupti-8e0b8a1/; README.md, --profile, has the rest). A CPU run's worker does not get it: Kineto ends
 # the teardown in the process's next CUDA call, and one profiled with it had not exited after 150 s (cupti-cpu-fbde333).
 CUPTI_TEARDOWN = {"TEARDOWN_CUPTI": "1"}
+# The profilers that run a worker inside them. They need a GPU, and they hold CUPTI: torch.profiler sees no GPU
+# work under them, so a run under them takes no kernel counts and no gpu_busy_ms, and starts no spare worker.
+TOOL_PROFILERS = ("nsys", "ncu")
 # Exit codes that say no rank died: 1, a worker's verdict on a failed pair; -15, torchrun stopping the survivors.
 _ECHO_EXIT_CODES = ("1", "-15")
 
@@ -390,7 +393,7 @@ def worker_env(device: str, chapters: Path = REPO_ROOT) -> dict:
 
 def tool_missing(profile: str | None) -> str | None:
     """The one-line complaint for a profiler that is not installed, or None."""
-    if profile in ("nsys", "ncu") and shutil.which(profile) is None:
+    if profile in TOOL_PROFILERS and shutil.which(profile) is None:
         return (f"--profile {profile}: '{profile}' is not on PATH; install Nsight "
                 f"{'Systems' if profile == 'nsys' else 'Compute'} or use --profile torch")
     return None

@@ -37,7 +37,7 @@ from common.decode_check import compare_logits_margin
 from common.discover import load_pair
 from common.inputs import SEEDS, InputTampered, OwnInputs, References
 from common.files import atomic_write_json
-from common.launch import ROUNDS_OVER, RunSpec
+from common.launch import ROUNDS_OVER, TOOL_PROFILERS, RunSpec
 from common.integrity import Snapshot
 from common.numerics import FlagChanged, check_flags, numerics, wanted_flags
 from common.overlap import placement, stage_times
@@ -341,7 +341,7 @@ class Trial:
         self.entry.update(profile_variant(self.fn, self.v, self.ctx))
         pace, ctx = self.entry.get("host_pace"), self.ctx
         if pace and pace["gpu_waited"] and ctx.pair.bound in ("memory", "compute") and ctx.world_size == 1 \
-                and ctx.profile not in ("nsys", "ncu"):
+                and ctx.profile not in TOOL_PROFILERS:
             # The GPU's own time per call, fed and scrubbed as in the rounds. One process only: the ranks of a pair
             # with collectives may disagree on whether their GPU waited, and one calling alone would hang. Not
             # under nsys or ncu, which hold the profiling interface. Three calls of over 10 ms, whose many kernels
@@ -442,7 +442,7 @@ def profile_variant(fn, v: Variant, ctx: Context) -> dict:
     # Kernel and launch counts are a launch-bound pair's story; elsewhere they cost a profiler start
     # (4-6 s a pair on an H100) for a figure nobody reads, so they come only with --profile. Not under nsys or
     # ncu, which hold the profiling interface: torch.profiler sees no GPU work there, and its counts read 0.
-    if ctx.device.type == "cuda" and (ctx.pair.bound == "launch" or ctx.profile) and ctx.profile not in ("nsys", "ncu"):
+    if ctx.device.type == "cuda" and (ctx.pair.bound == "launch" or ctx.profile) and ctx.profile not in TOOL_PROFILERS:
         out.update(count_launches(fn) or {})
     label = f"{ctx.pair.key}/{v.name}" + (f".rank{os.environ.get('RANK', '0')}" if ctx.world_size > 1 else "")
     # Overlap pairs always get a timeline next to the report: a trace and its Gantt chart.

@@ -138,3 +138,41 @@ def test_a_calls_gpu_time_is_the_union_of_what_was_launched_inside_it():
     assert call_device_ms(events, 2) == pytest.approx((0.060 + 0.030) / 2)
     assert call_device_ms(events, 3) is None   # not the calls it was asked for
     assert call_device_ms([e for e in events if e.id != 110], 2) is None   # call 1 ran nothing on the device
+
+
+AFTER_A_PROFILE_THAT_RAISED = """
+import torch
+from torch.autograd import DeviceType
+from common.profiling.capture import _profiler
+x = torch.randn(1 << 20, device="cuda")
+seen = []
+for _ in range(3):
+    try:
+        with _profiler(cuda=True):
+            x.mul_(0.5)
+            torch.cuda.synchronize()
+            raise RuntimeError("a profile that raised")
+    except RuntimeError:
+        pass
+    with _profiler(cuda=True) as prof:   # started at once, as a trace after the kernel counts is
+        x.add_(1.0)
+        torch.cuda.synchronize()
+    seen.append(sum(1 for e in prof.events() if e.device_type == DeviceType.CUDA))
+print(seen)
+"""
+
+
+def test_on_a_gpu_a_profile_that_raised_leaves_the_next_profile_its_kernels():
+    """In a CUDA run's workers (TEARDOWN_CUPTI=1) Kineto detaches CUPTI inside the first CUDA call after a profile,
+    and a profile started before that call sees no GPU work. common.profiling.capture._profiler makes CUDA calls
+    for a moment after each profile, also after one whose body raised: the profile started right after it sees the
+    add's kernel, three times out of three (without the wait: none)."""
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    env = {**os.environ, "TEARDOWN_CUPTI": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", AFTER_A_PROFILE_THAT_RAISED], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    assert len(seen) == 3 and min(seen) >= 1, (proc.stdout[-500:], proc.stderr[-1000:])

@@ -28,13 +28,15 @@ def _profiler(cuda: bool):
     events when it comes (pytorch/kineto#1554). On an H100 a --profile torch trace taken right after the kernel
     counts held no kernel and no runtime call. CUDA calls for a moment after each profile give the detach its call."""
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=acts) as prof:
-        yield prof
-    if cuda and os.environ.get("TEARDOWN_CUPTI") == "1":
-        end = time.perf_counter() + DETACH_S
-        while time.perf_counter() < end:
-            torch.cuda.synchronize()
-            time.sleep(0.002)
+    try:
+        with profile(activities=acts) as prof:
+            yield prof
+    finally:  # a profile that raised (gpu_busy_ms and count_launches go on without their figure) waits too
+        if cuda and os.environ.get("TEARDOWN_CUPTI") == "1":
+            end = time.perf_counter() + DETACH_S
+            while time.perf_counter() < end:
+                torch.cuda.synchronize()
+                time.sleep(0.002)
 
 
 def profile_calls(fn, label: str, mode: str | None, outdir: Path | None, calls: int = 5, *,
